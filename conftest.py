@@ -1,0 +1,79 @@
+"""Wires the labgrid pytest plugin (loaded by its entry point) to rtlab: command-line
+options of the latency suite, the board and image identity, and the result recorder that
+writes one record per test case whatever its outcome."""
+
+import datetime
+import os
+from pathlib import Path
+
+import pytest
+
+from rtlab.results import write_record
+from rtlab.suite import CaseRecord, case_record, image_manifest_for
+
+RECORD_KEY = pytest.StashKey[CaseRecord]()
+CONSOLE_TAIL_LINES = 200
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("rtlab")
+    group.addoption("--rt-duration", type=int, default=5,
+                    help="seconds of measurement per test case (the field's 1 h is 3600)")
+    group.addoption("--rt-interval", type=int, default=1000,
+                    help="cyclictest interval in µs")
+    group.addoption("--rt-results", default=None,
+                    help="folder for the JSON result records (one per test case)")
+    group.addoption("--rt-thresholds", default=str(Path(__file__).parent / "thresholds.yaml"),
+                    help="thresholds file")
+    group.addoption("--rt-board", default=None,
+                    help="board name for thresholds (default: the place's 'board' tag)")
+    group.addoption("--rt-flavour", default=None,
+                    help="kernel flavour for thresholds (default: from the image manifest)")
+
+
+@pytest.fixture(scope="session")
+def image_manifest():
+    return image_manifest_for(os.environ.get("LG_IMAGE"))
+
+
+@pytest.fixture
+def record(request) -> CaseRecord:
+    """The result record of the running test case, filled in by the fixtures."""
+    return request.node.stash[RECORD_KEY]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    item.stash[RECORD_KEY] = case_record(item.nodeid)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    record = item.stash.get(RECORD_KEY, None)
+    if record is None:
+        return report
+    record.observe(report)
+    if report.failed:
+        _attach_console_log(item, report)
+    if report.when == "teardown" and item.config.option.rt_results:
+        record.finished = datetime.datetime.now(datetime.UTC).isoformat()
+        path = write_record(Path(item.config.option.rt_results), record.as_dict())
+        item.user_properties.append(("result_record", str(path)))
+    return report
+
+
+def _attach_console_log(item, report) -> None:
+    lg_log = item.config.option.lg_log
+    if not lg_log:
+        return
+    for log in sorted(Path(lg_log).glob("console_*")):
+        lines = log.read_bytes().decode(errors="replace").splitlines()[-CONSOLE_TAIL_LINES:]
+        # a "stdout" section lands in the JUnit case's system-out
+        report.sections.append(
+            (f"Captured stdout {report.when}",
+             f"--- console log {log.name} (last {CONSOLE_TAIL_LINES} lines) ---\n"
+             + "\n".join(lines) + "\n")
+        )
+
+

@@ -1,0 +1,116 @@
+"""The ``rtlab`` command: every stage of the lab, called the same way by CI, by people and
+by the tests."""
+
+import argparse
+import asyncio
+import logging
+import sys
+from pathlib import Path
+
+from . import paths
+
+
+def _image_build(args: argparse.Namespace) -> int:
+    from .vlab.boards import BOARD_MODELS, FLAVOURS
+    from .vlab.image import build_image
+
+    boards = sorted(BOARD_MODELS) if args.board == "all" else [args.board]
+    flavours = list(FLAVOURS) if args.flavour == "all" else [args.flavour]
+    for board in boards:
+        for flavour in flavours:
+            artifacts = build_image(board, flavour, paths.debs_dir(), Path(args.out),
+                                    progress=lambda msg: print(msg, flush=True))
+            print(f"{board}-{flavour}: {artifacts.sd_image}")
+    return 0
+
+
+def _vlab(args: argparse.Namespace) -> int:
+    from .vlab import control
+    from .vlab.config import load_config
+
+    config = load_config(Path(args.config))
+    state_dir = paths.vlab_state_dir()
+    if args.action == "serve":
+        from .vlab.server import serve
+
+        logging.basicConfig(level=logging.INFO,
+                            format="%(asctime)s %(name)s %(levelname)s %(message)s")
+        state_dir.mkdir(parents=True, exist_ok=True)
+        asyncio.run(serve(config, state_dir, with_labgrid=not args.no_labgrid))
+        return 0
+    if args.action == "start":
+        current = control.start(config, state_dir)
+        print(f"virtual rack ready: coordinator {current['coordinator']}, "
+              f"places {', '.join(b['place'] for b in current['boards'])}; "
+              f"logs in {state_dir / 'logs'}")
+        return 0
+    if args.action == "stop":
+        print("virtual rack stopped" if control.stop(state_dir) else "virtual rack not running")
+        return 0
+    print(control.format_status(control.status(config)))
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .runner import run_suite
+
+    outcome = run_suite(place=args.place, image=Path(args.image), env_file=Path(args.env),
+                        coordinator=args.coordinator, out_dir=Path(args.out),
+                        duration_s=args.duration)
+    print(f"JUnit: {outcome.junit}\nresults: {outcome.results}")
+    return outcome.exit_code
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return run_demo(out_dir=Path(args.out), duration_s=args.duration, full=args.full)
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="rtlab", description=__doc__)
+    sub = top.add_subparsers(dest="command", required=True)
+
+    image = sub.add_parser("image", help="board SD card images")
+    image_sub = image.add_subparsers(dest="action", required=True)
+    build = image_sub.add_parser("build", help="build SD image + bmap + manifest")
+    build.add_argument("--board", default="all", help="imx6q, rpi3 or all")
+    build.add_argument("--flavour", default="all", help="std, rt or all")
+    build.add_argument("--out", default=str(paths.images_dir()))
+    build.set_defaults(func=_image_build)
+
+    vlab = sub.add_parser("vlab", help="the virtual rack")
+    vlab.add_argument("action", choices=["start", "stop", "status", "serve"])
+    vlab.add_argument("--config", default=str(paths.default_vlab_config()))
+    vlab.add_argument("--no-labgrid", action="store_true",
+                      help="serve: only the emulated hardware, no coordinator/exporter")
+    vlab.set_defaults(func=_vlab)
+
+    run = sub.add_parser("run", help="flash, boot and run the latency suite on one place")
+    run.add_argument("--place", required=True)
+    run.add_argument("--image", required=True, help="sdcard.img (with .bmap and manifest)")
+    run.add_argument("--env", default=str(paths.REPO_ROOT / "env" / "virtual.yaml"))
+    run.add_argument("--coordinator", default="127.0.0.1:20408")
+    run.add_argument("--out", default="out")
+    run.add_argument("--duration", type=int, default=5, help="seconds per measurement")
+    run.set_defaults(func=_run)
+
+    demo = sub.add_parser("demo", help="the main job on the virtual rack")
+    demo.add_argument("--out", default="out")
+    demo.add_argument("--duration", type=int, default=10)
+    demo.add_argument("--full", action="store_true", help="the full matrix (later issues)")
+    demo.set_defaults(func=_demo)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ValueError, FileNotFoundError, RuntimeError) as error:
+        print(f"rtlab: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

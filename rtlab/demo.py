@@ -1,0 +1,75 @@
+"""``rtlab demo`` (what ``make demo`` runs): every board of the virtual rack with every
+kernel flavour, flashed, booted and measured, then one table of verdicts."""
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from . import paths
+from .runner import run_suite
+from .vlab import control
+from .vlab.boards import FLAVOURS
+from .vlab.config import load_config
+from .vlab.image import build_image
+
+
+def _progress(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def run_demo(out_dir: Path, duration_s: int, full: bool) -> int:
+    if full:
+        raise ValueError("--full (the whole scenario matrix) is not implemented yet")
+    # a fresh folder per demo, so records of earlier runs never mix into this table
+    out_dir = out_dir / time.strftime("demo-%Y%m%d-%H%M%S")
+    config = load_config(paths.default_vlab_config())
+    images: dict[tuple[str, str], Path] = {}
+    for board in config.boards:
+        for flavour in FLAVOURS:
+            _progress(f"image {board.model}-{flavour}")
+            artifacts = build_image(board.model, flavour, paths.debs_dir(), paths.images_dir(),
+                                    progress=lambda msg: _progress(f"  {msg}"))
+            images[(board.place, flavour)] = artifacts.sd_image
+    _progress("starting the virtual rack")
+    control.start(config, paths.vlab_state_dir())
+    outcomes = []
+    try:
+        for (place, flavour), image in images.items():
+            _progress(f"{place} {flavour}: flash, boot, {duration_s} s of cyclictest under load")
+            outcomes.append(run_suite(place=place, image=image,
+                                      env_file=paths.REPO_ROOT / "env" / "virtual.yaml",
+                                      coordinator=config.coordinator_address, out_dir=out_dir,
+                                      duration_s=duration_s, label=f"{place}-{flavour}"))
+    finally:
+        _progress("stopping the virtual rack")
+        control.stop(paths.vlab_state_dir())
+    records = [json.loads(p.read_text()) for p in sorted((out_dir / "results").glob("*.json"))]
+    print()
+    print(format_table(records))
+    print()
+    for outcome in outcomes:
+        print(f"JUnit {outcome.junit}")
+    print(f"result records in {out_dir / 'results'}")
+    print(f"console logs in {out_dir / 'console'}")
+    return 0 if all(o.exit_code == 0 for o in outcomes) else 1
+
+
+def format_table(records: list[dict[str, Any]]) -> str:
+    header = ("board", "flavour", "kernel", "load", "per-CPU max/avg µs", "verdict")
+    rows = [header]
+    for record in records:
+        cpus = " ".join(f"{c['max_us']}/{c['avg_us']:g}" for c in record.get("cpus", []))
+        system = record.get("system", {})
+        verdict = record["verdict"]
+        if verdict != "pass" and record.get("message"):
+            verdict += f": {record['message'][:60]}"
+        rows.append((record.get("board", "?"), record.get("flavour", "?"),
+                     system.get("kernel_release", "?"), record.get("load", "?"),
+                     cpus or "-", verdict))
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(header) - 1)]
+    return "\n".join(
+        "  ".join(str(cell).ljust(width) for cell, width in zip(row[:-1], widths, strict=True))
+        + "  " + str(row[-1])
+        for row in rows
+    )

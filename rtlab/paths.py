@@ -1,0 +1,27 @@
+"""Where rtlab keeps downloads, built images and the virtual rack's state."""
+
+import os
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def cache_dir() -> Path:
+    """Git-ignored download and build cache; ``RTLAB_CACHE`` moves it (e.g. a CI cache)."""
+    return Path(os.environ.get("RTLAB_CACHE", REPO_ROOT / ".cache")).resolve()
+
+
+def images_dir() -> Path:
+    return cache_dir() / "images"
+
+
+def debs_dir() -> Path:
+    return cache_dir() / "debs"
+
+
+def vlab_state_dir() -> Path:
+    return cache_dir() / "vlab"
+
+
+def default_vlab_config() -> Path:
+    return Path(os.environ.get("RTLAB_VLAB_CONFIG", REPO_ROOT / "env" / "vlab.yaml"))

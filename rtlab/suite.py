@@ -1,0 +1,101 @@
+"""Glue between pytest outcomes and rtlab verdicts for the on-board suite."""
+
+import datetime
+import json
+from pathlib import Path
+from typing import Any
+
+import attr
+import pytest
+
+from .cyclictest import CpuResult
+
+
+class InfrastructureError(Exception):
+    """The board, its console or the lab failed: the test is an error, never a verdict on
+    latency."""
+
+
+@attr.define
+class CaseRecord:
+    """Everything known about one test case, written out whatever happens to it."""
+
+    case: str
+    started: str
+    finished: str | None = None
+    verdict: str = "pass"
+    message: str = ""
+    facts: dict[str, Any] = attr.Factory(dict)
+
+    def observe(self, report: pytest.TestReport) -> None:
+        """Derive the verdict: a failing setup or teardown (flash, boot, load, parsing)
+        is an error; only a failing test body (a threshold assertion) is a fail."""
+        if report.skipped and self.verdict == "pass":
+            self.verdict = "skipped"
+            self.message = _first_line(report)
+        elif report.failed and self.verdict != "error":
+            # the first error wins; a teardown error after a fail still makes it an error
+            self.verdict = "fail" if report.when == "call" else "error"
+            self.message = _first_line(report)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "case": self.case,
+            "started": self.started,
+            "finished": self.finished,
+            "verdict": self.verdict,
+            "message": self.message,
+            **self.facts,
+        }
+
+
+def _first_line(report: pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple):  # skips: (file, line, reason)
+        return str(longrepr[2])
+    crash = getattr(longrepr, "reprcrash", None)
+    if crash is not None:
+        return str(crash.message).splitlines()[0] if crash.message else ""
+    return str(longrepr).splitlines()[-1] if longrepr else ""
+
+
+def case_record(nodeid: str) -> CaseRecord:
+    return CaseRecord(case=nodeid, started=datetime.datetime.now(datetime.UTC).isoformat())
+
+
+def image_manifest_for(image: str | None) -> dict[str, Any]:
+    """The manifest written beside an SD image by ``rtlab image build`` (empty if the image
+    came from elsewhere: its facts are then read from the board alone)."""
+    if not image:
+        return {}
+    path = Path(image).with_name("manifest.json")
+    if not path.exists():
+        return {}
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}:{error.lineno}: invalid image manifest: {error.msg}") from error
+
+
+def cpu_figures(cpu: CpuResult) -> dict[str, float | None]:
+    """The figures thresholds judge, for one measured CPU (µs)."""
+    figures: dict[str, float | None] = {"max": cpu.max_us, "avg": cpu.avg_us}
+    if cpu.histogram is not None:
+        figures["p99_9"] = cpu.percentiles()["p99_9"].value_us
+    return figures
+
+
+def cpu_facts(cpu: CpuResult) -> dict[str, Any]:
+    """One CPU of a cyclictest run as the result record keeps it."""
+    facts: dict[str, Any] = {
+        "cpu": cpu.cpu, "thread": cpu.thread, "samples": cpu.cycles, "min_us": cpu.min_us,
+        "avg_us": cpu.avg_us, "max_us": cpu.max_us, "overflows": cpu.overflows,
+    }
+    if cpu.histogram is not None:
+        facts["histogram_range_us"] = cpu.histogram_range_us
+        facts["histogram"] = {str(bucket): count for bucket, count in sorted(cpu.histogram.items())}
+        facts["percentiles_us"] = {
+            name: (p.value_us if p.value_us is not None else f">={p.range_us}")
+            for name, p in cpu.percentiles().items()
+        }
+    return facts

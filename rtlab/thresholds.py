@@ -1,0 +1,298 @@
+"""The latency gate's limits (``thresholds.yaml``) and judging measured figures by them.
+
+Limits are inherited down ``defaults`` → ``boards.<board>`` → ``flavours.<flavour>`` →
+``loads.<load>`` → ``intervals.<interval_us>``: a level sets only what differs from the
+level above. Every limit carries the file and line it came from and the nearest ``reason``,
+so a failed gate says which reviewed line it failed against and why that line says so.
+"""
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attr
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap
+from ruamel.yaml.error import MarkedYAMLError
+
+from .loads import LOADS
+from .paths import REPO_ROOT
+from .yamlfile import line_of
+
+DEFAULT_PATH = REPO_ROOT / "thresholds.yaml"
+METRICS = ("max_us", "avg_us", "p99_9_us")
+# measured figure name -> the metric that limits it
+FIGURES = {"max": "max_us", "avg": "avg_us", "p99_9": "p99_9_us"}
+REASON = "reason"
+# the level below each level, by the key that holds it
+_CHILDREN = {"board": "flavours", "flavour": "loads", "load": "intervals"}
+_BELOW = {"board": "flavour", "flavour": "load", "load": "interval"}
+
+
+class ThresholdsError(ValueError):
+    """A bad thresholds file or a lookup it cannot answer; file errors start ``file:line:``."""
+
+
+@attr.frozen
+class Threshold:
+    metric: str
+    value: float
+    # "thresholds.yaml:42", the line that set the value
+    source: str
+    # the reason given on that level or, failing that, the nearest level above it
+    reason: str | None
+
+
+@attr.frozen
+class Violation:
+    cpu: int
+    figure: str
+    # None when the figure is unknown (not measured, or past the histogram's range)
+    value: float | None
+    threshold: Threshold
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@attr.frozen
+class _Level:
+    where: str
+    line: int
+    metrics: Mapping[str, tuple[float, int]]
+    reason: str | None
+    children: Mapping[Any, "_Level"]
+
+
+@attr.frozen
+class Thresholds:
+    display: str
+    defaults: _Level
+    boards: Mapping[str, _Level]
+
+    def flavours(self, board: str) -> tuple[str, ...]:
+        return tuple(self._board(board).children)
+
+    def lookup(self, board: str, flavour: str, load: str, interval_us: int) -> dict[str, Threshold]:
+        """The limits for one measurement, by metric. A load or interval the file does not
+        name inherits from the level above; an unknown board or flavour is an error, since
+        a gate that silently falls back to defaults for a new board checks nothing."""
+        board_level = self._board(board)
+        flavour_level = board_level.children.get(flavour)
+        if flavour_level is None:
+            raise ThresholdsError(
+                f"{self.display}: board '{board}' has no flavour '{flavour}' "
+                f"(valid: {', '.join(board_level.children)})"
+            )
+        if load not in LOADS:
+            raise ThresholdsError(f"unknown load '{load}' (valid: {', '.join(LOADS)})")
+        path = [self.defaults, board_level, flavour_level]
+        load_level = flavour_level.children.get(load)
+        if load_level is not None:
+            path.append(load_level)
+            interval_level = load_level.children.get(interval_us)
+            if interval_level is not None:
+                path.append(interval_level)
+        return _resolve(self.display, path)
+
+    def _board(self, board: str) -> _Level:
+        try:
+            return self.boards[board]
+        except KeyError:
+            raise ThresholdsError(
+                f"{self.display}: no board '{board}' (valid: {', '.join(self.boards)})"
+            ) from None
+
+
+def _resolve(display: str, path: list[_Level]) -> dict[str, Threshold]:
+    result = {}
+    for metric in METRICS:
+        for depth in range(len(path) - 1, -1, -1):
+            if metric in path[depth].metrics:
+                value, line = path[depth].metrics[metric]
+                reason = next(
+                    (level.reason for level in reversed(path[: depth + 1]) if level.reason),
+                    None,
+                )
+                result[metric] = Threshold(metric, value, f"{display}:{line}", reason)
+                break
+    return result
+
+
+def load_thresholds(path: Path | None = None) -> Thresholds:
+    """Load and validate a thresholds file (the repository's ``thresholds.yaml`` by
+    default). Every error names the file and line."""
+    path = DEFAULT_PATH if path is None else path
+    display = _display_name(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ThresholdsError(f"{display}: cannot read: {error.strerror}") from error
+    try:
+        doc = YAML(typ="rt").load(text)
+    except MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        line = mark.line + 1 if mark is not None else 0
+        raise ThresholdsError(f"{display}:{line}: invalid YAML: {error.problem}") from error
+    return _Loader(display).top(doc)
+
+
+def _display_name(path: Path) -> str:
+    """Repository files by their path in the repository, so that sources read the same on
+    every checkout; anything else as given."""
+    try:
+        return str(path.resolve().relative_to(REPO_ROOT))
+    except ValueError:
+        return str(path)
+
+
+@attr.frozen
+class _Loader:
+    display: str
+
+    def error(self, line: int, what: str) -> ThresholdsError:
+        return ThresholdsError(f"{self.display}:{line}: {what}")
+
+    def top(self, doc: object) -> Thresholds:
+        if doc is None:
+            raise self.error(1, "the file is empty")
+        if not isinstance(doc, CommentedMap):
+            raise self.error(1, "expected a mapping with 'defaults' and 'boards'")
+        self.known_keys(doc, ("defaults", "boards"))
+        defaults = self.level(doc, "defaults", "defaults", "defaults", required=False)
+        boards_node = doc.get("boards")
+        if not isinstance(boards_node, CommentedMap) or not boards_node:
+            raise self.error(line_of(doc, "boards") if "boards" in doc else 1,
+                             "'boards' must be a mapping of at least one board")
+        boards = {}
+        for name in boards_node:
+            self.name(boards_node, name, "board")
+            boards[name] = self.level(boards_node, name, "board", f"boards.{name}")
+        thresholds = Thresholds(self.display, defaults, boards)
+        # a board/flavour without max_us anywhere on its path would pass any latency
+        for board, level in boards.items():
+            for flavour, flavour_level in level.children.items():
+                if "max_us" not in _resolve(self.display, [defaults, level, flavour_level]):
+                    raise self.error(flavour_level.line,
+                                     f"no max_us for board '{board}' flavour '{flavour}' "
+                                     "(set it here, on the board or in defaults)")
+        return thresholds
+
+    def level(self, parent: CommentedMap, key: Any, kind: str, where: str,  # noqa: ANN401
+              required: bool = True) -> _Level:
+        line = line_of(parent, key)
+        node = parent.get(key)
+        if node is None and not required:
+            return _Level(where, line, {}, None, {})
+        if not isinstance(node, CommentedMap):
+            raise self.error(line, f"{where} must be a mapping, got {_type_name(node)}")
+        child_key = _CHILDREN.get(kind)
+        allowed = (*METRICS, REASON, *([child_key] if child_key else []))
+        self.known_keys(node, allowed)
+        metrics = {}
+        for metric in METRICS:
+            if metric in node:
+                metrics[metric] = (self.metric(node, metric, where), line_of(node, metric))
+        reason = None
+        if REASON in node:
+            reason = node[REASON]
+            if not isinstance(reason, str) or not reason.strip():
+                raise self.error(line_of(node, REASON),
+                                 f"{where}.reason must be a non-empty string")
+            reason = " ".join(reason.split())
+        children: dict[Any, _Level] = {}
+        if child_key is not None:
+            children = self.children(node, child_key, kind, where, line)
+        return _Level(where, line, metrics, reason, children)
+
+    def children(self, node: CommentedMap, child_key: str, kind: str, where: str,
+                 line: int) -> dict[Any, _Level]:
+        below = _BELOW[kind]
+        if child_key not in node:
+            if kind == "board":
+                raise self.error(line, f"board '{where.split('.')[-1]}' has no flavours")
+            return {}
+        mapping = node[child_key]
+        if not isinstance(mapping, CommentedMap) or (kind == "board" and not mapping):
+            raise self.error(line_of(node, child_key),
+                             f"{where}.{child_key} must be a mapping of {below}s")
+        result = {}
+        for name in mapping:
+            if below == "interval":
+                self.interval(mapping, name)
+            else:
+                self.name(mapping, name, below)
+            # a misspelt load would never match and its limits would silently not apply
+            if below == "load" and name not in LOADS:
+                raise self.error(line_of(mapping, name), f"unknown load {name!r} "
+                                 f"(expected one of: {', '.join(LOADS)})")
+            result[name] = self.level(mapping, name, below, f"{where}.{child_key}.{name}")
+        return result
+
+    def metric(self, node: CommentedMap, metric: str, where: str) -> float:
+        value = node[metric]
+        if (not isinstance(value, int | float) or isinstance(value, bool)
+                or not math.isfinite(value)):
+            raise self.error(line_of(node, metric),
+                             f"{where}.{metric} must be a number of µs, got {value!r}")
+        if value <= 0:
+            raise self.error(line_of(node, metric),
+                             f"{where}.{metric} must be greater than 0, got {value}")
+        return int(value) if float(value).is_integer() else float(value)
+
+    def known_keys(self, node: CommentedMap, allowed: tuple[str, ...]) -> None:
+        for key in node:
+            if key not in allowed:
+                raise self.error(line_of(node, key), f"unknown key {key!r} "
+                                 f"(expected one of: {', '.join(sorted(allowed))})")
+
+    def name(self, node: CommentedMap, key: object, kind: str) -> None:
+        if not isinstance(key, str) or not key:
+            raise self.error(line_of(node, key), f"{kind} name must be a string, got {key!r}")
+
+    def interval(self, node: CommentedMap, key: object) -> None:
+        if not isinstance(key, int) or isinstance(key, bool):
+            raise self.error(line_of(node, key),
+                             f"interval must be an integer number of µs, got {key!r}")
+        if key <= 0:
+            raise self.error(line_of(node, key), f"interval must be greater than 0, got {key}")
+
+
+def _type_name(node: object) -> str:
+    return "nothing" if node is None else type(node).__name__
+
+
+def check(figures: Mapping[str, float | None], thresholds: Mapping[str, Threshold],
+          cpu: int) -> list[Violation]:
+    """Judge one CPU's figures (µs, keyed ``max``/``avg``/``p99_9``) by the limits of
+    :meth:`Thresholds.lookup`. A limit whose figure is missing or None (a percentile past
+    the histogram's range) is a violation too: a gate passes only what it has seen."""
+    for figure in figures:
+        if figure not in FIGURES:
+            raise ValueError(f"unknown figure '{figure}' (valid: {', '.join(FIGURES)})")
+    violations = []
+    for figure, metric in FIGURES.items():
+        threshold = thresholds.get(metric)
+        if threshold is None:
+            continue
+        value = figures.get(figure)
+        limit = f"{metric} {_us(threshold.value)}"
+        if figure not in figures:
+            what = f"CPU{cpu} {figure} not measured, but {limit} needs it"
+        elif value is None:
+            what = f"CPU{cpu} {figure} past the histogram's range, so {limit} is not shown"
+        elif value > threshold.value:
+            what = f"CPU{cpu} {figure} {_us(value)} > {limit}"
+        else:
+            continue
+        cited = f"{threshold.source}: {threshold.reason}" if threshold.reason else threshold.source
+        violations.append(Violation(cpu, figure, value, threshold, f"{what} ({cited})"))
+    return violations
+
+
+def _us(value: float) -> str:
+    if float(value).is_integer():
+        return f"{int(value)} µs"
+    return f"{value:.2f} µs"

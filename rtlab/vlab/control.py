@@ -1,0 +1,126 @@
+"""``rtlab vlab start|stop|status``: run the virtual rack as a background process group
+and make sure nothing of it outlives ``stop``."""
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import requests
+
+from .config import VlabConfig
+
+START_TIMEOUT_S = 90.0
+STOP_TIMEOUT_S = 15.0
+
+
+class VlabError(RuntimeError):
+    pass
+
+
+def _pid_file(state_dir: Path) -> Path:
+    return state_dir / "vlab.pid"
+
+
+def running_pid(state_dir: Path) -> int | None:
+    try:
+        pid = int(_pid_file(state_dir).read_text())
+    except (OSError, ValueError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    return pid
+
+
+def status(config: VlabConfig) -> dict[str, object] | None:
+    try:
+        return requests.get(f"{config.api_url}/status", timeout=5).json()
+    except requests.RequestException:
+        return None
+
+
+def start(config: VlabConfig, state_dir: Path) -> dict[str, object]:
+    state_dir.mkdir(parents=True, exist_ok=True)
+    if running_pid(state_dir) is not None:
+        current = status(config)
+        if current and current.get("ready"):
+            return current
+        raise VlabError(f"virtual rack process {running_pid(state_dir)} runs but is not ready")
+    log = state_dir / "vlab.log"
+    with log.open("ab") as out:
+        # its own session, so that stop can take down QEMU, coordinator and exporter
+        # together even if the server itself hangs
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rtlab.cli", "vlab", "serve", "--config",
+             os.fspath(config.path)],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    _pid_file(state_dir).write_text(str(proc.pid))
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            _pid_file(state_dir).unlink(missing_ok=True)
+            raise VlabError(
+                f"virtual rack exited with {proc.returncode} while starting:\n"
+                + _tail(log)
+            )
+        current = status(config)
+        if current and current.get("ready"):
+            return current
+        time.sleep(0.5)
+    stop(state_dir)
+    raise VlabError(f"virtual rack not ready after {START_TIMEOUT_S:.0f} s:\n" + _tail(log))
+
+
+def stop(state_dir: Path) -> bool:
+    """Stop the rack; True if one was running. Raises if anything survives."""
+    pid = running_pid(state_dir)
+    if pid is None:
+        _pid_file(state_dir).unlink(missing_ok=True)
+        return False
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while time.monotonic() < deadline and _group_alive(pid):
+        time.sleep(0.2)
+    if _group_alive(pid):
+        os.killpg(pid, signal.SIGKILL)
+        time.sleep(0.5)
+    _pid_file(state_dir).unlink(missing_ok=True)
+    if _group_alive(pid):
+        raise VlabError(f"processes of the virtual rack (group {pid}) survived SIGKILL")
+    return True
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    # zombies of our own children still count for killpg; reap the server if it is ours
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pgid, os.WNOHANG)
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def format_status(current: dict[str, object] | None) -> str:
+    if current is None:
+        return "virtual rack: not running"
+    return json.dumps(current, indent=2)

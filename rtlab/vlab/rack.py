@@ -1,0 +1,156 @@
+"""One emulated board slot: its power outlet, SD mux and SD card, and the QEMU process
+that is 'the board' while the outlet is on."""
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from pathlib import Path
+
+from .boards import board_model
+from .config import VirtualBoard
+from .qemu import BootConfigError, qemu_command, read_boot_config
+from .serial import SerialLine
+
+# QEMU SD cards must have a power-of-two size; a blank card of this size is what the slot
+# holds before anything was ever written.
+BLANK_CARD_BYTES = 256 * 1024 * 1024
+MUX_MODES = ("dut", "host", "off")
+# a board that dies this soon after power-on failed to start rather than rebooted
+START_FAILURE_S = 2.0
+REBOOT_DELAY_S = 1.0
+
+
+def host_view_path(state_dir: Path, place: str) -> Path:
+    """Where a slot's SD card appears on the host while its mux is in host mode."""
+    return state_dir / "host" / f"{place}.img"
+
+
+class RackError(Exception):
+    """A request the emulated hardware refuses; the message says why."""
+
+
+class BoardSlot:
+    def __init__(self, board: VirtualBoard, state_dir: Path) -> None:
+        self.board = board
+        self.model = board_model(board.model)
+        self.logger = logging.getLogger(f"vlab.board.{board.place}")
+        self.card = state_dir / "cards" / f"{board.place}.img"
+        self.host_view = host_view_path(state_dir, board.place)
+        self.boot_dir = state_dir / "boot" / board.place
+        self.log_dir = state_dir / "logs" / board.place
+        for folder in (self.card.parent, self.host_view.parent, self.boot_dir, self.log_dir):
+            folder.mkdir(parents=True, exist_ok=True)
+        self.serial = SerialLine(
+            board.place,
+            board.serial_port,
+            state_dir / "sock" / f"{board.place}.sock",
+            self.log_dir / "console.log",
+        )
+        self.serial.socket_path.parent.mkdir(parents=True, exist_ok=True)
+        self.powered = False
+        self.mux_mode = "off"
+        self.boots = 0
+        self._qemu: asyncio.subprocess.Process | None = None
+        self._runner: asyncio.Task[None] | None = None
+        self._set_host_view(False)
+
+    # --- SD mux -------------------------------------------------------------------------
+    def set_mux(self, mode: str) -> None:
+        if mode not in MUX_MODES:
+            raise RackError(f"unknown SD mux mode '{mode}' (valid: {', '.join(MUX_MODES)})")
+        if mode == "host" and not self.card.exists():
+            with self.card.open("wb") as card:
+                card.truncate(BLANK_CARD_BYTES)
+        self.mux_mode = mode
+        self._set_host_view(mode == "host")
+        self.logger.info("SD mux -> %s", mode)
+
+    def _set_host_view(self, visible: bool) -> None:
+        # like a USB mass-storage device, the card exists for the host only in host mode
+        if visible:
+            if not self.host_view.is_symlink():
+                self.host_view.symlink_to(self.card)
+        else:
+            self.host_view.unlink(missing_ok=True)
+
+    # --- power --------------------------------------------------------------------------
+    async def set_power(self, on: bool) -> None:
+        if on == self.powered:
+            return
+        if on:
+            if self.mux_mode == "host":
+                raise RackError(
+                    f"{self.board.place}: SD mux is in host mode; switch it to dut first"
+                )
+            self.powered = True
+            self._runner = asyncio.create_task(self._run())
+        else:
+            self.powered = False
+            await self._kill()
+            if self._runner is not None:
+                self._runner.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._runner
+                self._runner = None
+            self.logger.info("power off")
+
+    async def _kill(self) -> None:
+        qemu = self._qemu
+        if qemu is not None and qemu.returncode is None:
+            # cutting power gives the board no chance to shut down
+            qemu.kill()
+            await qemu.wait()
+        self._qemu = None
+
+    def _bootloader(self, message: str) -> None:
+        self.serial.emit(f"rtlab-vboot: {message}\r\n".encode())
+
+    async def _run(self) -> None:
+        """Boot from the card, and boot again when the board resets itself, until the
+        outlet is switched off."""
+        while self.powered:
+            self._bootloader(f"{self.model.name} power on, reading SD card")
+            if self.mux_mode != "dut" or not self.card.exists():
+                self._bootloader("no SD card")
+                return
+            try:
+                boot = await asyncio.to_thread(read_boot_config, self.card, self.boot_dir)
+            except BootConfigError as error:
+                # a real bootloader stops here and the board stays silent
+                self._bootloader(str(error))
+                return
+            cmd = qemu_command(self.model, boot, self.card, self.serial.socket_path)
+            self.boots += 1
+            with (self.log_dir / "qemu.log").open("ab") as qemu_log:
+                qemu_log.write(f"\n== boot {self.boots}: {' '.join(cmd)}\n".encode())
+                qemu_log.flush()
+                started = time.monotonic()
+                self._qemu = await asyncio.create_subprocess_exec(
+                    *cmd, stdin=asyncio.subprocess.DEVNULL, stdout=qemu_log,
+                    stderr=asyncio.subprocess.STDOUT,
+                )
+                self.logger.info("booting: qemu pid %d", self._qemu.pid)
+                code = await self._qemu.wait()
+            if not self.powered:
+                return
+            if time.monotonic() - started < START_FAILURE_S:
+                self._bootloader(f"board failed to start (qemu exit {code}, see qemu.log)")
+                self._qemu = None
+                return
+            self._bootloader("board reset")
+            await asyncio.sleep(REBOOT_DELAY_S)
+
+    def status(self) -> dict[str, object]:
+        qemu = self._qemu
+        return {
+            "place": self.board.place,
+            "model": self.model.name,
+            "power": "on" if self.powered else "off",
+            "sdmux": self.mux_mode,
+            "qemu_pid": qemu.pid if qemu is not None and qemu.returncode is None else None,
+            "boots": self.boots,
+            "serial_port": self.board.serial_port,
+            "console_log": os.fspath(self.serial.transcript_path),
+        }

@@ -1,0 +1,93 @@
+"""A board's serial line: a TCP port for lab clients that stays open across power cycles
+(like ser2net in front of a USB-serial adapter) and a Unix socket QEMU connects to each
+time the board is powered on.
+
+The line holds the QEMU side itself, so the console transcript is complete even while no
+client is connected.
+"""
+
+import asyncio
+import contextlib
+import logging
+from pathlib import Path
+
+from .config import LOOPBACK
+
+READ_SIZE = 4096
+
+
+class SerialLine:
+    def __init__(self, name: str, tcp_port: int, socket_path: Path, transcript: Path) -> None:
+        self.name = name
+        self.tcp_port = tcp_port
+        self.socket_path = socket_path
+        self.transcript_path = transcript
+        self.logger = logging.getLogger(f"vlab.serial.{name}")
+        self._clients: set[asyncio.StreamWriter] = set()
+        self._board: asyncio.StreamWriter | None = None
+        self._servers: list[asyncio.AbstractServer] = []
+        self._transcript = transcript.open("ab", buffering=0)
+
+    async def start(self) -> None:
+        self.socket_path.unlink(missing_ok=True)
+        self._servers.append(
+            await asyncio.start_unix_server(self._board_connected, path=str(self.socket_path))
+        )
+        self._servers.append(
+            await asyncio.start_server(self._client_connected, host=LOOPBACK, port=self.tcp_port)
+        )
+
+    async def stop(self) -> None:
+        for server in self._servers:
+            server.close()
+        for writer in [*self._clients, *([self._board] if self._board else [])]:
+            writer.close()
+        for server in self._servers:
+            with contextlib.suppress(Exception):
+                await server.wait_closed()
+        self._transcript.close()
+        self.socket_path.unlink(missing_ok=True)
+
+    def emit(self, data: bytes) -> None:
+        """Bytes the board 'prints': to the transcript and to every connected client."""
+        self._transcript.write(data)
+        for writer in list(self._clients):
+            if writer.is_closing():
+                self._clients.discard(writer)
+                continue
+            writer.write(data)
+
+    async def _board_connected(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        if self._board is not None and not self._board.is_closing():
+            self.logger.warning("second board connection refused")
+            writer.close()
+            return
+        self._board = writer
+        try:
+            while data := await reader.read(READ_SIZE):
+                self.emit(data)
+        except ConnectionError:
+            pass
+        finally:
+            if self._board is writer:
+                self._board = None
+            writer.close()
+
+    async def _client_connected(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self._clients.add(writer)
+        self.logger.info("client connected from %s", writer.get_extra_info("peername"))
+        try:
+            while data := await reader.read(READ_SIZE):
+                # typing into a powered-off board goes nowhere, as on real hardware
+                if self._board is not None and not self._board.is_closing():
+                    self._board.write(data)
+        except ConnectionError:
+            pass
+        finally:
+            self._clients.discard(writer)
+            writer.close()
+            self.logger.info("client disconnected")

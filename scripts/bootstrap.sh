@@ -1,0 +1,64 @@
+#!/bin/sh
+# The one idempotent set-up behind `make demo` and `make test` on Debian bookworm (root):
+# host packages, foreign-architecture package lists for the guest images, the Python venv,
+# and the board images. Each step is skipped when already done; downloads are cached under
+# .cache/ (git-ignored), so a second run downloads nothing.
+set -eu
+cd "$(dirname "$0")/.."
+
+HOST_PACKAGES="qemu-system-arm bmap-tools socat cpio device-tree-compiler mtools dosfstools
+fdisk e2fsprogs xz-utils zstd binutils microcom telnet python3-venv iproute2 procps"
+GUEST_ARCHES="armhf arm64"
+
+say() { printf '[bootstrap] %s\n' "$*"; }
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+apt_updated=no
+apt_update() {
+    [ "$apt_updated" = yes ] && return 0
+    say "apt-get update"
+    # A mirror caught mid-sync fails one index now and then (seen here with an armhf
+    # security index); the packages we need are checked explicitly below instead.
+    as_root apt-get update -qq || say "apt-get update reported errors; continuing"
+    apt_updated=yes
+}
+
+missing=""
+for pkg in $HOST_PACKAGES; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" \
+        || missing="$missing $pkg"
+done
+if [ -n "$missing" ]; then
+    apt_update
+    say "installing:$missing"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing
+fi
+
+for arch in $GUEST_ARCHES; do
+    if ! dpkg --print-foreign-architectures | grep -qx "$arch"; then
+        say "adding foreign architecture $arch (package lists only; nothing is installed)"
+        as_root dpkg --add-architecture "$arch"
+        apt_updated=no
+    fi
+    if ! apt-cache show "busybox-static:$arch" >/dev/null 2>&1; then
+        apt_update
+    fi
+    apt-cache show "busybox-static:$arch" >/dev/null 2>&1 || {
+        say "no $arch package lists after apt-get update: cannot build $arch images"; exit 1; }
+done
+
+stamp=.venv/.rtlab-installed
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    say "creating the Python venv"
+    python3 -m venv .venv
+    .venv/bin/pip install -q --disable-pip-version-check -e '.[dev]'
+    echo "$want" > "$stamp"
+fi
+
+say "board images"
+.venv/bin/rtlab image build --board all --flavour all
+say "done"

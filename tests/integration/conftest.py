@@ -1,0 +1,38 @@
+"""The virtual rack for integration tests: images built (cached), the rack started once
+per session and stopped at the end, with a check that nothing of it is left running."""
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from rtlab.vlab.image import build_image
+
+from rtlab import paths
+from rtlab.vlab import control
+from rtlab.vlab.config import VlabConfig, load_config
+
+
+def qemu_processes() -> list[str]:
+    out = subprocess.run(["pgrep", "-a", "-f", "qemu-system-"], capture_output=True,
+                         text=True, check=False).stdout
+    return [line for line in out.splitlines() if str(paths.vlab_state_dir()) in line]
+
+
+@pytest.fixture(scope="session")
+def vlab() -> VlabConfig:
+    config = load_config(paths.default_vlab_config())
+    state_dir = paths.vlab_state_dir()
+    control.start(config, state_dir)
+    yield config
+    control.stop(state_dir)
+    assert control.running_pid(state_dir) is None
+    assert qemu_processes() == [], "QEMU boards outlived the virtual rack"
+
+
+@pytest.fixture(scope="session")
+def image():
+    """``image(board, flavour)`` → path of the built SD image (built if missing)."""
+    def get(board: str, flavour: str) -> Path:
+        return build_image(board, flavour, paths.debs_dir(), paths.images_dir(),
+                           progress=lambda msg: None).sd_image
+    return get

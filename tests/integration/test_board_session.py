@@ -1,0 +1,152 @@
+"""A virtual board through the whole path, via the coordinator and exporter: flash with
+bmaptool through the SD mux, power on through the PDU, log in on the serial console, run
+cyclictest under load, and judge it — plus a person's labgrid-client session."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pexpect
+import pytest
+from ruamel.yaml import YAML
+
+from rtlab.paths import REPO_ROOT
+
+RTLAB = [sys.executable, "-m", "rtlab.cli"]
+CLIENT = str(Path(sys.executable).parent / "labgrid-client")
+
+
+def run_rtlab(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*RTLAB, *args], capture_output=True, text=True, cwd=REPO_ROOT,
+                          timeout=900, check=False)
+
+
+def only_case(junit: Path) -> ET.Element:
+    cases = ET.parse(junit).getroot().findall(".//testcase")
+    assert len(cases) == 1, [c.attrib for c in cases]
+    return cases[0]
+
+
+def properties(case: ET.Element) -> dict[str, str]:
+    return {p.get("name"): p.get("value") for p in case.iter("property")}
+
+
+def test_latency_suite_passes_on_the_virtual_rt_imx6q(vlab, image, tmp_path):
+    sd_image = image("imx6q", "rt")
+    proc = run_rtlab("run", "--place", "imx6q-01", "--image", str(sd_image),
+                     "--out", str(tmp_path), "--duration", "3")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+    case = only_case(tmp_path / "junit-imx6q-01.xml")
+    assert case.get("name") == "qemu-imx6q/rt/cpu/1000us"
+    assert case.find("failure") is None and case.find("error") is None
+    props = properties(case)
+    assert {f"cpu{n}_max_us" for n in range(4)} <= set(props), props
+    assert all(int(props[f"cpu{n}_max_us"]) > 0 for n in range(4))
+    assert float(props["cpu_utilisation"]) >= 0.8
+
+    [record_file] = (tmp_path / "results").glob("*.json")
+    record = json.loads(record_file.read_text())
+    assert record["verdict"] == "pass"
+    assert record["board"] == "qemu-imx6q" and record["flavour"] == "rt"
+    # the kernel that ran is the one written to the card
+    assert record["system"]["realtime"] is True
+    assert record["system"]["preemption"] == "PREEMPT_RT"
+    manifest = json.loads((sd_image.parent / "manifest.json").read_text())
+    assert record["system"]["kernel_release"] == manifest["kernel_release"]
+    assert [c["cpu"] for c in record["cpus"]] == [0, 1, 2, 3]
+    assert all(c["samples"] > 0 for c in record["cpus"])
+
+
+def broken_copy(sd_image: Path, dest: Path) -> Path:
+    """The image with its kernel overwritten by garbage: it boots nothing, like a board
+    with a bad kernel build."""
+    dest.mkdir()
+    broken = dest / "sdcard.img"
+    shutil.copy(sd_image, broken)
+    shutil.copy(sd_image.parent / "manifest.json", dest / "manifest.json")
+    table = subprocess.run(["sfdisk", "--json", str(broken)], capture_output=True, text=True,
+                           check=True).stdout
+    offset = json.loads(table)["partitiontable"]["partitions"][0]["start"] * 512
+    garbage = dest / "zImage"
+    garbage.write_bytes(os.urandom(256 * 1024))
+    subprocess.run(["mcopy", "-o", "-i", f"{broken}@@{offset}", str(garbage), "::/zImage"],
+                   check=True)
+    subprocess.run(["bmaptool", "create", "-o", f"{broken}.bmap", str(broken)], check=True)
+    return broken
+
+
+def short_boot_env(tmp_path: Path) -> Path:
+    """env/virtual.yaml with a short login timeout, so the test waits less for a board
+    that will never boot."""
+    yaml = YAML(typ="rt")
+    data = yaml.load((REPO_ROOT / "env" / "virtual.yaml").read_text())
+    data["targets"]["main"]["drivers"]["ShellDriver"]["login_timeout"] = 30
+    env = tmp_path / "virtual-short.yaml"
+    with env.open("w") as out:
+        yaml.dump(data, out)
+    return env
+
+
+def test_board_that_cannot_boot_is_an_error_with_its_console_log(vlab, image, tmp_path):
+    broken = broken_copy(image("imx6q", "rt"), tmp_path / "broken")
+    proc = run_rtlab("run", "--place", "imx6q-01", "--image", str(broken),
+                     "--env", str(short_boot_env(tmp_path)), "--out", str(tmp_path / "out"),
+                     "--duration", "3")
+    assert proc.returncode != 0
+
+    case = only_case(tmp_path / "out" / "junit-imx6q-01.xml")
+    assert case.find("failure") is None, "an infrastructure fault must never be a fail"
+    error = case.find("error")
+    assert error is not None
+    assert "board did not reach a shell" in error.get("message", "")
+    system_out = case.findtext("system-out") or ""
+    assert "console log" in system_out and "rtlab-vboot: imx6q power on" in system_out
+
+    [record_file] = (tmp_path / "out" / "results").glob("*.json")
+    record = json.loads(record_file.read_text())
+    assert record["verdict"] == "error"
+    assert "board did not reach a shell" in record["message"]
+
+
+@pytest.fixture
+def client_env(vlab, image):
+    env = {**os.environ, "LG_COORDINATOR": vlab.coordinator_address,
+           "LG_ENV": str(REPO_ROOT / "env" / "virtual.yaml"), "LG_PLACE": "rpi3-01",
+           "LG_IMAGE": str(image("rpi3", "std"))}
+    yield env
+    subprocess.run([CLIENT, "-p", "rpi3-01", "power", "off"], env=env, check=False)
+    subprocess.run([CLIENT, "-p", "rpi3-01", "release"], env=env, check=False)
+
+
+def client(env: dict, *args: str) -> str:
+    proc = subprocess.run([CLIENT, "-p", "rpi3-01", *args], env=env, capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert proc.returncode == 0, f"labgrid-client {' '.join(args)}: {proc.stderr}"
+    return proc.stdout
+
+
+def test_manual_labgrid_client_session(client_env):
+    client(client_env, "acquire")
+    assert "acquired:" in client(client_env, "show")
+    # what a person does to get their own image on the board: let the strategy flash it
+    client(client_env, "-s", "flashed", "power", "get")
+    client(client_env, "power", "cycle")
+    assert "on" in client(client_env, "power", "get")
+    console = pexpect.spawn(CLIENT, ["-p", "rpi3-01", "console"], env=client_env,
+                            timeout=180, encoding="utf-8")
+    try:
+        console.expect("rtlab-rpi3 login: ")
+        console.sendline("root")
+        console.expect("root@rtlab:")
+        console.sendline("uname -m")
+        console.expect("aarch64")
+    finally:
+        console.terminate(force=True)
+    client(client_env, "power", "off")
+    assert "off" in client(client_env, "power", "get")
+    client(client_env, "release")

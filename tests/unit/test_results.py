@@ -1,0 +1,80 @@
+import json
+import os
+
+import pytest
+
+from rtlab.results import SCHEMA, read_record, write_atomic, write_record
+from rtlab.suite import CaseRecord
+
+
+class Report:
+    """Just the parts of pytest's TestReport that CaseRecord reads."""
+
+    def __init__(self, when: str, outcome: str, message: str = "") -> None:
+        self.when = when
+        self.outcome = outcome
+        self.longrepr = message or None
+
+    failed = property(lambda self: self.outcome == "failed")
+    skipped = property(lambda self: self.outcome == "skipped")
+
+
+def verdict(*reports: Report) -> tuple[str, str]:
+    record = CaseRecord(case="t", started="now")
+    for report in reports:
+        record.observe(report)
+    return record.verdict, record.message
+
+
+def test_passing_phases_give_pass():
+    assert verdict(Report("setup", "passed"), Report("call", "passed"),
+                   Report("teardown", "passed"))[0] == "pass"
+
+
+def test_failing_setup_is_an_error_never_a_fail():
+    assert verdict(Report("setup", "failed", "board did not reach a shell"),
+                   Report("teardown", "passed")) == ("error", "board did not reach a shell")
+
+
+def test_failing_assertion_is_a_fail():
+    assert verdict(Report("setup", "passed"), Report("call", "failed", "CPU1 max 9 > 5"),
+                   Report("teardown", "passed")) == ("fail", "CPU1 max 9 > 5")
+
+
+def test_teardown_error_after_a_fail_makes_an_error():
+    assert verdict(Report("call", "failed", "x"), Report("teardown", "failed", "serial lost"),
+                   ) == ("error", "serial lost")
+
+
+def test_record_is_written_whole_and_read_back(tmp_path, monkeypatch):
+    monkeypatch.setenv("CI_PIPELINE_ID", "42")
+    path = write_record(tmp_path, {"case": "tests/x.py::test[cpu]", "verdict": "error",
+                                   "message": "no login prompt"})
+    assert path.name == "tests_x.py__test_cpu_.json"
+    record = read_record(path)
+    assert record["schema"] == SCHEMA
+    assert record["ci"] == {"CI_PIPELINE_ID": "42"}
+    assert record["verdict"] == "error"
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temporary left over
+
+
+def test_unknown_verdict_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="verdict must be one of"):
+        write_record(tmp_path, {"case": "c", "verdict": "ok"})
+
+
+def test_garbled_record_names_file_and_line(tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text('{\n "schema": \n')
+    with pytest.raises(ValueError, match=r"r.json:3: not a result record"):
+        read_record(path)
+
+
+def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps({"old": True}))
+
+    with pytest.raises(TypeError):
+        write_atomic(path, 42)  # type: ignore[arg-type]
+    assert json.loads(path.read_text()) == {"old": True}
+    assert os.listdir(tmp_path) == ["r.json"]

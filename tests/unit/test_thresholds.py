@@ -1,0 +1,280 @@
+"""rtlab.thresholds: the repository's thresholds.yaml, the hierarchy, validation, check()."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from rtlab.thresholds import (
+    DEFAULT_PATH,
+    Threshold,
+    ThresholdsError,
+    check,
+    load_thresholds,
+)
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "thresholds"
+DATA_DISPLAY = "tests/data/thresholds"
+
+
+def line_number(path: Path, pattern: str, after: str | None = None) -> int:
+    """1-based number of the first line matching ``pattern`` (after one matching ``after``),
+    so the tests check the loader's line numbers without hard-coding them."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    start = 0
+    if after is not None:
+        start = next(i for i, line in enumerate(lines) if re.search(after, line))
+    return next(i + 1 for i, line in enumerate(lines) if i >= start and re.search(pattern, line))
+
+
+@pytest.fixture(scope="module")
+def repo():
+    return load_thresholds()
+
+
+@pytest.fixture(scope="module")
+def hierarchy():
+    return load_thresholds(DATA / "hierarchy.yaml")
+
+
+# ------------------------------------------------------- the repository's file ----
+
+
+def test_the_repository_file_names_the_expected_boards_and_flavours(repo):
+    assert set(repo.boards) == {"imx6q", "rpi3", "qemu-imx6q", "qemu-rpi3"}
+    for board in repo.boards:
+        assert set(repo.flavours(board)) == {"std", "rt"}, board
+
+
+def test_imx6q_rt_is_the_seed_study_figure_at_every_load(repo):
+    line = line_number(DEFAULT_PATH, r"max_us: 150$", after=r"^  imx6q:")
+    for load in ("idle", "cpu"):
+        limits = repo.lookup("imx6q", "rt", load, 200)
+        assert limits["max_us"].value == 150
+        assert limits["max_us"].source == f"thresholds.yaml:{line}"
+        assert "seed study" in limits["max_us"].reason
+
+
+def test_rpi3_rt_comes_from_the_pi4_hackbench_figure(repo):
+    limits = repo.lookup("rpi3", "rt", "cpu", 1000)
+    assert 156 <= limits["max_us"].value <= 170
+    assert "156" in limits["max_us"].reason and "Pi 4" in limits["max_us"].reason
+
+
+def test_std_is_far_looser_than_rt_on_physical_boards(repo):
+    for board in ("imx6q", "rpi3"):
+        std = repo.lookup(board, "std", "idle", 1000)["max_us"].value
+        rt = repo.lookup(board, "rt", "idle", 1000)["max_us"].value
+        # the PREEMPT_NONE figure on a Pi 4 reached 13548 µs: std must not fail on that
+        assert std >= 13548 > rt
+
+
+def test_virtual_boards_are_milliseconds_and_say_so(repo):
+    for board in ("qemu-imx6q", "qemu-rpi3"):
+        for flavour in ("std", "rt"):
+            for load in ("idle", "cpu"):
+                limits = repo.lookup(board, flavour, load, 1000)
+                assert 50_000 <= limits["max_us"].value <= 100_000
+                assert 1_000 <= limits["avg_us"].value <= 10_000
+                assert "test the path, not the kernel" in limits["max_us"].reason
+        rt_reason = repo.lookup(board, "rt", "cpu", 1000)["max_us"].reason
+        assert "RT throttling" in rt_reason
+
+
+# ------------------------------------------------------------------ hierarchy ----
+
+
+def test_defaults_board_and_flavour_levels(hierarchy):
+    path = DATA / "hierarchy.yaml"
+    limits = hierarchy.lookup("imx6q", "rt", "idle", 1000)
+    assert set(limits) == {"max_us", "avg_us"}
+    assert limits["max_us"] == Threshold(
+        "max_us", 150, f"{DATA_DISPLAY}/hierarchy.yaml:{line_number(path, r'max_us: 150')}",
+        "rt figure")
+    # avg_us comes from defaults, and so does its reason
+    assert limits["avg_us"] == Threshold(
+        "avg_us", 50, f"{DATA_DISPLAY}/hierarchy.yaml:{line_number(path, r'avg_us: 50')}",
+        "house default")
+
+
+def test_load_level_adds_to_the_flavour(hierarchy):
+    limits = hierarchy.lookup("imx6q", "rt", "cpu", 1000)
+    assert limits["p99_9_us"].value == 90
+    # the load level has no reason: the nearest one above it applies
+    assert limits["p99_9_us"].reason == "rt figure"
+    assert limits["max_us"].value == 150
+
+
+def test_interval_level_overrides_and_its_reason_wins(hierarchy):
+    path = DATA / "hierarchy.yaml"
+    limits = hierarchy.lookup("imx6q", "rt", "cpu", 100)
+    assert limits["max_us"].value == 120
+    assert limits["max_us"].reason == "short interval figure"
+    assert limits["max_us"].source.endswith(f":{line_number(path, r'max_us: 120')}")
+    # a value the interval does not set keeps its own level's reason
+    assert limits["avg_us"].reason == "house default"
+    other = hierarchy.lookup("imx6q", "rt", "cpu", 200)
+    assert other["avg_us"].value == 30
+    assert other["avg_us"].reason == "rt figure"
+    assert other["max_us"].value == 150
+
+
+def test_missing_load_or_interval_inherits(hierarchy):
+    # no 'idle' entry under imx6q/rt, no 500 µs interval under cpu
+    assert hierarchy.lookup("imx6q", "rt", "idle", 500)["max_us"].value == 150
+    assert hierarchy.lookup("imx6q", "rt", "cpu", 500)["max_us"].value == 150
+    # std sets nothing itself: the board's 200 applies unless the load says otherwise
+    assert hierarchy.lookup("imx6q", "std", "cpu", 1000)["max_us"].value == 200
+    assert hierarchy.lookup("imx6q", "std", "cpu", 1000)["max_us"].reason == "board figure"
+    assert hierarchy.lookup("imx6q", "std", "idle", 1000)["max_us"].value == 180
+
+
+def test_fractional_limits_are_kept(hierarchy):
+    assert hierarchy.lookup("rpi3", "rt", "idle", 1000)["max_us"].value == 160.5
+
+
+def test_unknown_board_lists_the_valid_ones(hierarchy):
+    with pytest.raises(ThresholdsError) as error:
+        hierarchy.lookup("bbb", "rt", "idle", 1000)
+    assert str(error.value) == (
+        f"{DATA_DISPLAY}/hierarchy.yaml: no board 'bbb' (valid: imx6q, rpi3)")
+
+
+def test_unknown_flavour_lists_the_valid_ones(hierarchy):
+    with pytest.raises(ThresholdsError) as error:
+        hierarchy.lookup("rpi3", "std", "idle", 1000)
+    assert str(error.value) == (
+        f"{DATA_DISPLAY}/hierarchy.yaml: board 'rpi3' has no flavour 'std' (valid: rt)")
+
+
+def test_unknown_load_is_an_error_not_a_silent_fallback(hierarchy):
+    with pytest.raises(ThresholdsError, match=r"unknown load 'cpus' \(valid: idle, cpu\)"):
+        hierarchy.lookup("imx6q", "rt", "cpus", 1000)
+
+
+# ----------------------------------------------------------------- validation ----
+
+
+@pytest.mark.parametrize("name, line, message", [
+    ("bad-unknown-key.yaml", 6,
+     "unknown key 'max_ms' (expected one of: avg_us, loads, max_us, p99_9_us, reason)"),
+    ("bad-wrong-type.yaml", 6,
+     "boards.imx6q.flavours.rt.max_us must be a number of µs, got '150us'"),
+    ("bad-negative.yaml", 2, "defaults.avg_us must be greater than 0, got -5"),
+    ("bad-zero.yaml", 9,
+     "boards.imx6q.flavours.rt.loads.idle.p99_9_us must be greater than 0, got 0"),
+    ("bad-interval-string.yaml", 10, "interval must be an integer number of µs, got '200'"),
+    ("bad-interval-float.yaml", 10, "interval must be an integer number of µs, got 200.5"),
+    ("bad-no-flavours.yaml", 7, "board 'rpi3' has no flavours"),
+    ("bad-no-max.yaml", 8, "no max_us for board 'imx6q' flavour 'std'"),
+    ("bad-unknown-load.yaml", 8, "unknown load 'cpus' (expected one of: idle, cpu)"),
+    ("bad-reason-type.yaml", 4, "boards.imx6q.reason must be a non-empty string"),
+    ("bad-not-a-mapping.yaml", 5, "boards.imx6q.flavours.rt must be a mapping, got int"),
+    ("bad-duplicate-key.yaml", 7, "invalid YAML: found duplicate key \"max_us\""),
+    ("bad-syntax.yaml", 7, "invalid YAML: expected ',' or ']'"),
+])
+def test_bad_files_are_refused_with_file_and_line(name, line, message):
+    with pytest.raises(ThresholdsError) as error:
+        load_thresholds(DATA / name)
+    assert str(error.value).startswith(f"{DATA_DISPLAY}/{name}:{line}: {message}")
+
+
+def test_file_outside_the_repository_is_named_as_given(tmp_path):
+    path = tmp_path / "thresholds.yaml"
+    path.write_text("defaults: {}\nboards:\n  imx6q:\n    flavours:\n      rt:\n"
+                    "        max_ms: 1\n", encoding="utf-8")
+    with pytest.raises(ThresholdsError, match=rf"^{re.escape(str(path))}:6: unknown key"):
+        load_thresholds(path)
+
+
+@pytest.mark.parametrize("content, message", [
+    ("", "thresholds.yaml:1: the file is empty"),
+    ("- a\n- b\n", "thresholds.yaml:1: expected a mapping with 'defaults' and 'boards'"),
+    ("defaults: {}\nboards: {}\n", "thresholds.yaml:2: 'boards' must be a mapping of at least"),
+    ("defaults: {}\n", "thresholds.yaml:1: 'boards' must be a mapping of at least"),
+    ("defaults: {}\nboards: {}\nlimits: {}\n", "thresholds.yaml:3: unknown key 'limits'"),
+    ("boards:\n  imx6q:\n    flavours: {}\n",
+     "thresholds.yaml:3: boards.imx6q.flavours must be a mapping of flavours"),
+    ("boards:\n  imx6q:\n    flavours:\n      rt:\n        max_us: true\n",
+     "thresholds.yaml:5: boards.imx6q.flavours.rt.max_us must be a number of µs, got True"),
+    ("boards:\n  imx6q:\n    flavours:\n      rt:\n        max_us: .inf\n",
+     "thresholds.yaml:5: boards.imx6q.flavours.rt.max_us must be a number of µs"),
+    ("boards:\n  imx6q:\n    flavours:\n      rt:\n        max_us: 1\n        loads:\n"
+     "          cpu:\n            intervals:\n              0: {max_us: 1}\n",
+     "thresholds.yaml:9: interval must be greater than 0, got 0"),
+    ("boards:\n  imx6q:\n    flavours:\n      rt:\n        max_us: 1\n        loads:\n"
+     "          cpu:\n            intervals:\n              -100: {max_us: 1}\n",
+     "thresholds.yaml:9: interval must be greater than 0, got -100"),
+    ("boards:\n  imx6q:\n    flavours:\n      rt:\n        max_us: 1\n        loads:\n"
+     "          idle:\n            intervals:\n              100:\n                loads: {}\n",
+     "thresholds.yaml:10: unknown key 'loads' (expected one of: avg_us, max_us, p99_9_us, "
+     "reason)"),
+])
+def test_structural_errors(tmp_path, content, message):
+    path = tmp_path / "thresholds.yaml"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(ThresholdsError) as error:
+        load_thresholds(path)
+    assert str(error.value).startswith(f"{tmp_path}/{message}")
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ThresholdsError, match="cannot read"):
+        load_thresholds(tmp_path / "none.yaml")
+
+
+# ---------------------------------------------------------------------- check ----
+
+
+def test_violation_message_names_figure_value_limit_cpu_and_source(repo):
+    limits = repo.lookup("imx6q", "rt", "cpu", 1000)
+    (violation,) = check({"max": 183, "avg": 20.5}, limits, cpu=2)
+    line = line_number(DEFAULT_PATH, r"max_us: 150$", after=r"^  imx6q:")
+    assert violation.message.startswith(
+        f"CPU2 max 183 µs > max_us 150 µs (thresholds.yaml:{line}: seed study: ")
+    assert violation.message.endswith(")")
+    assert str(violation) == violation.message
+    assert (violation.cpu, violation.figure, violation.value) == (2, "max", 183)
+    assert violation.threshold is limits["max_us"]
+
+
+def test_check_passes_at_and_below_the_limit(hierarchy):
+    limits = hierarchy.lookup("imx6q", "rt", "cpu", 1000)
+    assert check({"max": 150, "avg": 50, "p99_9": 90}, limits, cpu=0) == []
+    assert check({"max": 149.9, "avg": 1, "p99_9": 0}, limits, cpu=0) == []
+
+
+def test_check_reports_every_metric_over_its_limit(hierarchy):
+    limits = hierarchy.lookup("imx6q", "rt", "cpu", 1000)
+    violations = check({"max": 151, "avg": 50.25, "p99_9": 90.5}, limits, cpu=1)
+    assert [v.figure for v in violations] == ["max", "avg", "p99_9"]
+    assert violations[1].message == (
+        f"CPU1 avg 50.25 µs > avg_us 50 µs ({DATA_DISPLAY}/hierarchy.yaml:3: house default)")
+
+
+def test_unknown_figure_value_fails_closed(hierarchy):
+    limits = hierarchy.lookup("imx6q", "rt", "cpu", 1000)
+    (violation,) = check({"max": 10, "avg": 10, "p99_9": None}, limits, cpu=3)
+    assert violation.value is None
+    assert violation.message.startswith(
+        "CPU3 p99_9 past the histogram's range, so p99_9_us 90 µs is not shown (")
+    (missing,) = check({"max": 10, "avg": 10}, limits, cpu=0)
+    assert missing.message.startswith("CPU0 p99_9 not measured, but p99_9_us 90 µs needs it")
+
+
+def test_figures_without_a_limit_are_not_judged(hierarchy):
+    limits = hierarchy.lookup("imx6q", "rt", "idle", 1000)
+    assert "p99_9_us" not in limits
+    assert check({"max": 1, "avg": 1, "p99_9": 10_000}, limits, cpu=0) == []
+
+
+def test_unknown_figure_name_is_a_programming_error(hierarchy):
+    limits = hierarchy.lookup("imx6q", "rt", "idle", 1000)
+    with pytest.raises(ValueError, match="unknown figure 'p999'"):
+        check({"p999": 1}, limits, cpu=0)
+
+
+def test_a_threshold_without_reason_cites_only_its_line():
+    limit = Threshold("max_us", 100, "x.yaml:3", None)
+    (violation,) = check({"max": 101}, {"max_us": limit}, cpu=0)
+    assert violation.message == "CPU0 max 101 µs > max_us 100 µs (x.yaml:3)"
