@@ -1,5 +1,7 @@
 """Fixtures of the on-board suite: the board in a shell, its facts, thresholds."""
 
+from pathlib import Path
+
 import pytest
 from labgrid.resource.remote import RemotePlace
 
@@ -53,4 +55,4 @@ def flavour(request, image_manifest) -> str:
 
 @pytest.fixture(scope="session")
 def thresholds(request):
-    return load_thresholds(request.config.option.rt_thresholds)
+    return load_thresholds(Path(request.config.option.rt_thresholds))
