@@ -57,7 +57,7 @@ def test_latency_suite_passes_on_the_virtual_rt_imx6q(vlab, image, tmp_path):
     assert record["system"]["realtime"] is True
     assert record["system"]["preemption"] == "PREEMPT_RT"
     manifest = json.loads((sd_image.parent / "manifest.json").read_text())
-    assert record["system"]["kernel_release"] == manifest["kernel_release"]
+    assert record["system"]["kernel_release"] == manifest["kernel"]["release"]
     assert [c["cpu"] for c in record["cpus"]] == [0, 1, 2, 3]
     assert all(c["samples"] > 0 for c in record["cpus"])
 

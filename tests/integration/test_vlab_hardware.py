@@ -94,6 +94,7 @@ def test_everything_listens_on_loopback_only(vlab):
         local = line.split()[3]
         port = int(local.rsplit(":", 1)[1])
         if port in ports:
-            assert local.startswith("127.0.0.1:"), line
+            # gRPC binds the coordinator as an IPv4-mapped IPv6 socket: still loopback
+            assert local.startswith(("127.0.0.1:", "[::ffff:127.0.0.1]:")), line
             ports.discard(port)
     assert not ports, f"not listening: {ports}"

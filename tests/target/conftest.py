@@ -23,7 +23,10 @@ def shell(strategy):
             ) from error
         yield strategy.shell
     finally:
-        strategy.transition("off")
+        # not strategy.transition: after a failed transition labgrid marks the strategy
+        # broken, and the board must be switched off all the same
+        strategy.target.activate(strategy.power)
+        strategy.power.off()
 
 
 @pytest.fixture(scope="session")

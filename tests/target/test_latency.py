@@ -31,8 +31,12 @@ def measurement(request, shell, system_info, board_name, flavour, thresholds, re
         "name": case, "board": board_name, "flavour": flavour, "load": load_name,
         "interval_us": interval_us, "duration_s": duration_s,
         "system": system_info.as_dict(),
-        "image": {k: image_manifest.get(k) for k in ("image_id", "kernel_package",
-                                                      "kernel_version", "sd_image_sha256")},
+        "image": {
+            "image_id": image_manifest.get("image_id"),
+            "kernel": {k: v for k, v in image_manifest.get("kernel", {}).items()
+                       if k != "modules"},
+            "sd_image_sha256": image_manifest.get("sd_image", {}).get("sha256"),
+        },
     })
     limits = thresholds.lookup(board_name, flavour, load_name, interval_us)
     record.facts["thresholds"] = {m: {"value": t.value, "source": t.source}
