@@ -58,6 +58,7 @@ def run_suite(
                "--lg-log", os.fspath(console_logs), f"--junitxml={junit}",
                "--rt-results", os.fspath(results), "--rt-duration", str(duration_s),
                "-p", "no:cacheprovider", "-o", f"junit_suite_name={label}",
+               "-o", "junit_logging=system-out", "-o", "junit_family=xunit1",
                *extra_pytest_args]
         code = subprocess.run(cmd, env=env, cwd=REPO_ROOT, check=False).returncode
     finally:

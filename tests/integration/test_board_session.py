@@ -138,7 +138,7 @@ def test_manual_labgrid_client_session(client_env):
     client(client_env, "power", "cycle")
     assert "on" in client(client_env, "power", "get")
     console = pexpect.spawn(CLIENT, ["-p", "rpi3-01", "console"], env=client_env,
-                            timeout=180, encoding="utf-8")
+                            timeout=180, encoding="utf-8", codec_errors="replace")
     try:
         console.expect("rtlab-rpi3 login: ")
         console.sendline("root")
