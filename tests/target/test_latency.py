@@ -10,8 +10,8 @@ from rtlab.suite import InfrastructureError, cpu_facts, cpu_figures
 from rtlab.thresholds import check
 
 JSON_ON_BOARD = "/tmp/rtlab-cyclictest.json"
-# how long the load runs before and after the measurement window, so cyclictest never
-# sees a half-started or already finishing load
+# how long the load runs before the measurement window, so cyclictest never sees a
+# half-started load
 LOAD_MARGIN_S = 2
 LOAD_OVERRUN_S = 120
 RC = "rtlab-rc="
@@ -52,7 +52,7 @@ def measurement(request, shell, system_info, board_name, flavour, thresholds, re
     command = cyclictest.build_command(interval_us=interval_us, duration_s=duration_s,
                                        json_path=JSON_ON_BOARD)
     alive_check = f"kill -0 {load_pid} 2>/dev/null && echo {ALIVE}" if load_pid else "true"
-    out, _, code = shell.run(
+    out, _, _ = shell.run(
         f"{shlex.join(command)}; echo {RC}$?; cat /proc/stat; {alive_check}",
         timeout=duration_s + 120)
     rc_lines = [line for line in out if line.startswith(RC)]

@@ -74,7 +74,8 @@ def test_virtual_boards_are_milliseconds_and_say_so(repo):
         for flavour in ("std", "rt"):
             for load in ("idle", "cpu"):
                 limits = repo.lookup(board, flavour, load, 1000)
-                assert 50_000 <= limits["max_us"].value <= 100_000
+                # wide enough for host noise (168 ms seen under host load), still a gate
+                assert 100_000 < limits["max_us"].value <= 1_000_000
                 assert 1_000 <= limits["avg_us"].value <= 10_000
                 assert "test the path, not the kernel" in limits["max_us"].reason
         rt_reason = repo.lookup(board, "rt", "cpu", 1000)["max_us"].reason
