@@ -5,11 +5,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from rtlab.vlab.image import build_image
 
 from rtlab import paths
 from rtlab.vlab import control
 from rtlab.vlab.config import VlabConfig, load_config
+from rtlab.vlab.image import build_image
 
 
 def qemu_processes() -> list[str]:
