@@ -12,6 +12,7 @@ from rtlab.results import write_record
 from rtlab.suite import CaseRecord, case_record, image_manifest_for
 
 RECORD_KEY = pytest.StashKey[CaseRecord]()
+CONSOLE_ATTACHED_KEY = pytest.StashKey[bool]()
 CONSOLE_TAIL_LINES = 200
 
 
@@ -64,16 +65,18 @@ def pytest_runtest_makereport(item, call):
 
 
 def _attach_console_log(item, report) -> None:
-    lg_log = item.config.option.lg_log
-    if not lg_log:
+    if not item.config.option.lg_log or item.stash.get(CONSOLE_ATTACHED_KEY, False):
         return
-    for log in sorted(Path(lg_log).glob("console_*")):
+    item.stash[CONSOLE_ATTACHED_KEY] = True
+    for log in sorted(Path(item.config.option.lg_log).glob("console_*")):
         lines = log.read_bytes().decode(errors="replace").splitlines()[-CONSOLE_TAIL_LINES:]
-        # a "stdout" section lands in the JUnit case's system-out
-        report.sections.append(
-            (f"Captured stdout {report.when}",
-             f"--- console log {log.name} (last {CONSOLE_TAIL_LINES} lines) ---\n"
-             + "\n".join(lines) + "\n")
-        )
+        text = (f"--- console log {log.name} (last {CONSOLE_TAIL_LINES} lines) ---\n"
+                + "\n".join(lines) + "\n")
+        # junitxml writes system-out from the teardown report, which copies the item's
+        # report sections; a failing teardown's own report is already built
+        if report.when == "teardown":
+            report.sections.append(("Captured stdout teardown", text))
+        else:
+            item.add_report_section(report.when, "stdout", text)
 
 

@@ -119,8 +119,6 @@ def test_board_that_cannot_boot_is_an_error(broken_board_run):
     assert "board did not reach a shell" in record["message"]
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: the board's console log is not yet "
-                   "attached to the JUnit case of a boot failure (the error itself is)")
 def test_boot_failure_carries_the_console_log(broken_board_run):
     _, out = broken_board_run
     system_out = only_case(out / "junit-imx6q-01.xml").findtext("system-out") or ""
