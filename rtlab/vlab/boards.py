@@ -10,6 +10,25 @@ import attrs
 
 FLAVOURS = ("std", "rt")
 
+# QEMU user networking (slirp): the guest's fixed address, slirp's gateway (which answers
+# pings itself) and the guest port that the host-side TCP stream is forwarded to.
+GUEST_ADDRESS = "10.0.2.15"
+GUEST_PREFIX = 24
+GATEWAY = "10.0.2.2"
+STREAM_PORT = 5001
+
+
+@attrs.frozen
+class DtbProperty:
+    """A device-tree property (re)written with `fdtput -t <kind>` before the DTB goes on
+    the SD card."""
+
+    node: str
+    name: str
+    kind: str
+    """fdtput's type: "s" for strings, "u" for cells."""
+    values: tuple[str, ...]
+
 
 @attrs.frozen(kw_only=True)
 class BoardModel:
@@ -31,8 +50,23 @@ class BoardModel:
     memory_mb: int = 1024
     dtb_remove_nodes: tuple[str, ...] = ()
     """Device-tree nodes deleted from the DTB before it goes on the SD card."""
+    dtb_properties: tuple[DtbProperty, ...] = ()
     poweroff_resets: bool = False
     """The emulated machine has no power-off hardware: `poweroff`/`halt` reset instead."""
+    qemu_nic: tuple[str, ...] = ()
+    """QEMU options that attach the board's network interface to the netdev `net0`."""
+    no_network: str | None = None
+    """Why the emulated board has no network; the network load skips with this reason."""
+
+    def __attrs_post_init__(self) -> None:
+        # Exactly one of the two: a board silently without network would skip the load
+        # with no reason, one with both would claim a network it does not get.
+        if bool(self.qemu_nic) == (self.no_network is not None):
+            raise ValueError(f"board {self.name}: give either qemu_nic or no_network")
+
+    @property
+    def has_network(self) -> bool:
+        return bool(self.qemu_nic)
 
     @property
     def console_device(self) -> str:
@@ -50,6 +84,7 @@ class BoardModel:
 # ext4 (for the /data partition) asks the crypto API for "crc32c" at mount time; that is a
 # soft dependency modinfo does not list, so the generic implementation is named explicitly.
 _DATA_FS_MODULES = ("crc32c_generic", "ext4")
+_FEC = "/soc/bus@2100000/ethernet@2188000"
 
 BOARD_MODELS: dict[str, BoardModel] = {
     "imx6q": BoardModel(
@@ -63,10 +98,23 @@ BOARD_MODELS: dict[str, BoardModel] = {
         console="ttymxc1,115200",
         # Without gpio-mxc the regulators and the uSDHC controllers stay deferred; imx2_wdt
         # carries the restart handler, so `reboot` reaches QEMU (and -no-reboot ends it).
-        modules=("gpio-mxc", "sdhci-esdhc-imx", "imx2_wdt", *_DATA_FS_MODULES),
+        # fec is the on-board ethernet; smsc drives the LAN911x PHY QEMU puts behind it and
+        # goes first, or the PHY probe loads it behind /init's back.
+        modules=(
+            "gpio-mxc", "sdhci-esdhc-imx", "imx2_wdt", *_DATA_FS_MODULES, "smsc", "fec",
+        ),
         # QEMU's sabrelite has no SNVS power-off: a halted kernel would spin a host core
         # forever, while a reset ends QEMU (-no-reboot).
         poweroff_resets=True,
+        # -net nic (not -device) is how QEMU reaches an on-board NIC: the FEC
+        qemu_nic=("-net", "nic,netdev=net0"),
+        # QEMU raises the FEC's MAC interrupts on its PPS line too; Linux's PPS handler
+        # does not claim them, and under network load the kernel disables that line with
+        # an "irq nobody cared" backtrace on the console. Only the MAC line is wired.
+        dtb_properties=(
+            DtbProperty(_FEC, "interrupts", "u", ("0", "118", "4")),
+            DtbProperty(_FEC, "interrupt-names", "s", ("int0",)),
+        ),
     ),
     "rpi3": BoardModel(
         name="rpi3",
@@ -80,10 +128,19 @@ BOARD_MODELS: dict[str, BoardModel] = {
         # bcm2835_wdt provides restart and power-off. "bcm2835" is the sdhost driver: its
         # pinctrl state moves QEMU's SD card from the Arasan SDHCI (left unused, as on the
         # real board where it serves Wi-Fi) to sdhost.
-        modules=("bcm2835_wdt", "bcm2835", *_DATA_FS_MODULES),
+        # The network adapter hangs off the dwc2 USB controller (as the real board's
+        # LAN9514 does); phy-generic is its USB PHY, cdc_ether drives QEMU's usb-net.
+        modules=(
+            "bcm2835_wdt", "bcm2835", *_DATA_FS_MODULES, "phy-generic", "dwc2", "cdc_ether",
+        ),
         # The PL011 is wired to Bluetooth in the Pi 3B tree; without this the console gets
         # no input.
         dtb_remove_nodes=("/soc/serial@7e201000/bluetooth",),
+        # QEMU's raspi3b has no LAN9514: a USB network adapter (full speed, behind a hub
+        # QEMU adds) stands in. dwc2 polls it at ~1700 IRQ/s, which costs about 2/3 of a
+        # host core even when the board is idle; it moves ~0.5 MB/s, and a flood of pings
+        # larger than the MTU gets no replies (1400-byte pings do).
+        qemu_nic=("-device", "usb-net,netdev=net0"),
     ),
 }
 

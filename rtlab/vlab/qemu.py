@@ -7,6 +7,7 @@ directly (-kernel/-dtb/-initrd/-append), so what boots is what was written to th
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import struct
 import subprocess
@@ -14,7 +15,7 @@ from pathlib import Path, PurePosixPath
 
 import attrs
 
-from rtlab.vlab.boards import BoardModel
+from rtlab.vlab.boards import GATEWAY, GUEST_ADDRESS, GUEST_PREFIX, STREAM_PORT, BoardModel
 
 SECTOR = 512
 _FAT_TYPES = {0x01, 0x04, 0x06, 0x0B, 0x0C, 0x0E, 0xEF}
@@ -170,10 +171,31 @@ def _parse_extlinux(text: str) -> _Label:
     raise BootConfigError(f"extlinux.conf: DEFAULT {default} names no LABEL")
 
 
+def netdev_option(network_port: int | None) -> str:
+    """The board's user-mode (slirp) network: nothing leaves the host's loopback."""
+    # restrict=on: the guest reaches only slirp itself (its gateway answers pings) and the
+    # forwarded port, never the host's networks or the Internet.
+    net = ipaddress.ip_interface(f"{GUEST_ADDRESS}/{GUEST_PREFIX}").network
+    spec = (
+        f"user,id=net0,net={net},host={GATEWAY},dhcpstart={GUEST_ADDRESS},ipv6=off,"
+        "restrict=on"
+    )
+    if network_port is not None:
+        spec += f",hostfwd=tcp:127.0.0.1:{network_port}-{GUEST_ADDRESS}:{STREAM_PORT}"
+    return spec
+
+
 def qemu_command(
-    model: BoardModel, boot: BootFiles, sd_image: Path, serial_socket: Path
+    model: BoardModel,
+    boot: BootFiles,
+    sd_image: Path,
+    serial_socket: Path,
+    network_port: int | None = None,
 ) -> list[str]:
-    """QEMU argv for the board; its console is a client of the rack's Unix socket."""
+    """QEMU argv for the board; its console is a client of the rack's Unix socket.
+
+    A board with a network gets one; network_port is the loopback port on the host that
+    is forwarded to the board's stream port."""
     argv = [
         model.qemu_binary,
         "-M", model.qemu_machine,
@@ -203,6 +225,8 @@ def qemu_command(
         ]  # fmt: skip
     else:
         raise ValueError(f"no QEMU wiring for machine {model.qemu_machine!r}")
+    if model.has_network:
+        argv += ["-netdev", netdev_option(network_port), *model.qemu_nic]
     argv += ["-kernel", str(boot.kernel), "-dtb", str(boot.dtb)]
     if boot.initrd is not None:
         argv += ["-initrd", str(boot.initrd)]

@@ -121,7 +121,9 @@ class BoardSlot:
                 # a real bootloader stops here and the board stays silent
                 self._bootloader(str(error))
                 return
-            cmd = qemu_command(self.model, boot, self.card, self.serial.socket_path)
+            cmd = qemu_command(
+                self.model, boot, self.card, self.serial.socket_path, self.board.network_port
+            )
             self.boots += 1
             with (self.log_dir / "qemu.log").open("ab") as qemu_log:
                 qemu_log.write(f"\n== boot {self.boots}: {' '.join(cmd)}\n".encode())
@@ -152,5 +154,6 @@ class BoardSlot:
             "qemu_pid": qemu.pid if qemu is not None and qemu.returncode is None else None,
             "boots": self.boots,
             "serial_port": self.board.serial_port,
+            "network_port": self.board.network_port,
             "console_log": os.fspath(self.serial.transcript_path),
         }

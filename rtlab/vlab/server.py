@@ -176,7 +176,8 @@ class VirtualRack:
             place = [*base, "-p", board.place]
             await _run([*place, "create"])
             await _run([*place, "add-match", f"{self.config.exporter_name}/{board.place}/*"])
-            await _run([*place, "set-tags", f"board={board.board_tag}", "rack=virtual"])
+            await _run([*place, "set-tags",
+                        *(f"{key}={value}" for key, value in board.place_tags().items())])
             await _run([*place, "set-comment", f"virtual {board.model} (QEMU)"])
 
     async def stop(self) -> None:

@@ -1,0 +1,144 @@
+"""The virtual boards' network: QEMU wiring, what the image tells /init, and the DTB edit
+that keeps the emulated FEC from storming an unclaimed interrupt line."""
+
+import shutil
+import subprocess
+from pathlib import Path, PurePosixPath
+
+import attrs
+import pytest
+
+from rtlab.vlab import debian, image
+from rtlab.vlab.boards import BOARD_MODELS
+from rtlab.vlab.qemu import BootFiles, qemu_command
+
+BOOT = BootFiles(kernel=Path("k"), dtb=Path("d"), initrd=None, append="quiet")
+NO_NETWORK = attrs.evolve(BOARD_MODELS["imx6q"], qemu_nic=(), no_network="no NIC, sorry")
+
+
+def option(argv: list[str], name: str) -> list[str]:
+    """The values of every occurrence of a QEMU option."""
+    return [argv[i + 1] for i, arg in enumerate(argv) if arg == name]
+
+
+def netdev(argv: list[str]) -> dict[str, str]:
+    (spec,) = option(argv, "-netdev")
+    kind, *pairs = spec.split(",")
+    assert kind == "user"
+    return dict(pair.split("=", 1) for pair in pairs)
+
+
+@pytest.mark.parametrize(
+    ("board", "nic_option", "nic"),
+    [("imx6q", "-net", "nic,netdev=net0"), ("rpi3", "-device", "usb-net,netdev=net0")],
+)
+def test_the_board_nic_is_on_a_loopback_only_user_network(board, nic_option, nic):
+    argv = qemu_command(BOARD_MODELS[board], BOOT, Path("sd.img"), Path("s.sock"), 21601)
+    settings = netdev(argv)
+    assert settings["id"] == "net0"
+    assert settings["restrict"] == "on"  # the guest reaches slirp and the forward only
+    assert settings["hostfwd"] == "tcp:127.0.0.1:21601-10.0.2.15:5001"
+    assert settings["host"] == "10.0.2.2"
+    assert nic in option(argv, nic_option)
+
+
+def test_without_a_port_the_board_still_has_a_network_but_nothing_is_forwarded():
+    argv = qemu_command(BOARD_MODELS["imx6q"], BOOT, Path("sd.img"), Path("s.sock"))
+    assert "hostfwd" not in netdev(argv)
+    assert "nic,netdev=net0" in option(argv, "-net")
+
+
+def test_a_board_without_network_gets_no_netdev():
+    argv = qemu_command(NO_NETWORK, BOOT, Path("sd.img"), Path("s.sock"), 21601)
+    assert "-netdev" not in argv and "-net" not in argv
+
+
+@pytest.mark.parametrize(
+    "changes", [{"no_network": "but it has one"}, {"qemu_nic": ()}], ids=["both", "neither"]
+)
+def test_a_board_model_has_a_nic_or_a_reason_not_both_nor_neither(changes):
+    with pytest.raises(ValueError, match="either qemu_nic or no_network"):
+        attrs.evolve(BOARD_MODELS["imx6q"], **changes)
+
+
+def source(tmp_path: Path, settings: str, variable: str) -> str:
+    """A variable of /etc/rtlab/network as /init's shell reads it."""
+    path = tmp_path / "network"
+    path.write_text(settings)
+    script = f'NET_ADDRESS= NET_GATEWAY= NET_NONE=; . {path}; printf %s "${variable}"'
+    return subprocess.run(["sh", "-c", script], capture_output=True, text=True,
+                          check=True).stdout
+
+
+def test_init_gets_the_static_slirp_address(tmp_path):
+    settings = image.network_settings(BOARD_MODELS["imx6q"])
+    assert source(tmp_path, settings, "NET_ADDRESS") == "10.0.2.15/24"
+    assert source(tmp_path, settings, "NET_GATEWAY") == "10.0.2.2"
+    assert source(tmp_path, settings, "NET_NONE") == ""
+
+
+def test_init_gets_the_reason_of_a_board_without_network(tmp_path):
+    model = attrs.evolve(NO_NETWORK, no_network="QEMU's $machine has no `NIC'; \"sorry\"")
+    settings = image.network_settings(model)
+    assert source(tmp_path, settings, "NET_NONE") == model.no_network
+    assert source(tmp_path, settings, "NET_ADDRESS") == ""
+
+
+def guest_file(path: str, package: str) -> debian.GuestFile:
+    return debian.GuestFile(path=PurePosixPath(path), source=Path("/nonexistent"),
+                            package=package)
+
+
+def test_packaged_programs_win_over_busybox_applets_of_the_same_name():
+    files = [
+        guest_file("/bin/ping", "iputils-ping"),
+        guest_file("/bin/busybox", "busybox-static"),
+        guest_file("/usr/bin/cyclictest", "rt-tests"),  # no applet of that name
+        guest_file("/usr/lib/arm-linux-gnueabihf/ping", "libfoo"),  # not a program
+    ]
+    profile = image.applet_overrides(files, ["busybox", "ping", "sh"])
+    assert profile == 'ping() { /bin/ping "$@"; }\n'
+
+
+def test_the_guest_userland_has_a_ping_that_floods():
+    assert image.GUEST_PROGRAMS["iputils-ping"] == ("/bin/ping",)
+
+
+FEC_DTS = """/dts-v1/;
+/ {
+    soc {
+        bus@2100000 {
+            ethernet@2188000 {
+                interrupts = <0 118 4 0 119 4>;
+                interrupt-names = "int0", "pps";
+            };
+        };
+    };
+};
+"""
+
+
+@pytest.mark.skipif(not (shutil.which("dtc") and shutil.which("fdtget")),
+                    reason="device-tree-compiler is not installed")
+def test_the_imx6q_dtb_wires_only_the_fec_mac_interrupt(tmp_path):
+    model = BOARD_MODELS["imx6q"]
+    release = "6.1.0-test-armmp"
+    folder = tmp_path / "pkg" / "usr/lib" / f"linux-image-{release}"
+    folder.mkdir(parents=True)
+    subprocess.run(["dtc", "-I", "dts", "-O", "dtb", "-o", str(folder / model.dtb)],
+                   input=FEC_DTS, text=True, check=True)
+    kernel = debian.DebPackage(name="linux-image-test", arch="armhf", version="1",
+                               deb=tmp_path / "k.deb", root=tmp_path / "pkg")
+    builder = image._Builder(model, "rt", None, tmp_path / "work", lambda _: None)  # type: ignore[arg-type]
+    builder.boot.mkdir(parents=True)
+    builder._install_dtb(kernel, release)
+
+    def get(prop: str, kind: str) -> str:
+        return subprocess.run(
+            ["fdtget", "-t", kind, str(builder.boot / model.dtb),
+             "/soc/bus@2100000/ethernet@2188000", prop],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()
+
+    assert get("interrupts", "u") == "0 118 4"
+    assert get("interrupt-names", "s") == "int0"
