@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import stat
 import subprocess
@@ -29,6 +30,7 @@ from pathlib import Path, PurePosixPath
 
 import attrs
 
+from rtlab import kconfig
 from rtlab.vlab import boards, debian
 from rtlab.vlab.boards import BoardModel
 
@@ -59,10 +61,16 @@ GUEST_PROGRAMS: dict[str, tuple[str, ...] | None] = {
     "busybox-static": ("/bin/busybox",),
     "rt-tests": None,
     "stress-ng": ("/usr/bin/stress-ng",),
+    # the network load's ping flood: busybox ping has no -f
+    "iputils-ping": ("/bin/ping",),
+    # XMODEM receiver for labgrid's ShellDriver.put_bytes (busybox-static has no rx)
+    "lrzsz": ("/usr/bin/rz",),
 }
 
 # Applets the boot and login path rely on; their absence means a different busybox build.
 _REQUIRED_APPLETS = ("sh", "init", "getty", "login", "mount", "insmod", "findfs", "setsid")
+
+_PROGRAM_DIRS = {PurePosixPath(d) for d in ("/bin", "/sbin", "/usr/bin", "/usr/sbin")}
 
 # A Debian kernel's module tree holds thousands of modules; only a board's list goes in.
 _MODULE_INDEX_FILES = ("modules.builtin", "modules.builtin.modinfo", "modules.order")
@@ -225,20 +233,6 @@ def _mtools_env() -> dict[str, str]:
     return {"MTOOLS_SKIP_CHECK": "1", "SOURCE_DATE_EPOCH": str(EPOCH)}
 
 
-def preemption_model(config: str) -> str:
-    """PREEMPT_RT / PREEMPT / VOLUNTARY / NONE from the text of a kernel .config."""
-    options = set(re.findall(r"^(CONFIG_\w+)=y$", config, re.MULTILINE))
-    for option, model in (
-        ("CONFIG_PREEMPT_RT", "PREEMPT_RT"),
-        ("CONFIG_PREEMPT", "PREEMPT"),
-        ("CONFIG_PREEMPT_VOLUNTARY", "VOLUNTARY"),
-        ("CONFIG_PREEMPT_NONE", "NONE"),
-    ):
-        if option in options:
-            return model
-    raise ImageError("kernel config selects no preemption model")
-
-
 class _Builder:
     def __init__(
         self,
@@ -265,7 +259,9 @@ class _Builder:
         if not config_path.is_file():
             raise ImageError(f"{kernel_name} {kernel.version} ships no /boot/config-{release}")
         config = config_path.read_text()
-        preemption = preemption_model(config)
+        preemption = kconfig.preemption_model(config)
+        if preemption is None:
+            raise ImageError(f"{kernel_name}: its config selects no preemption model")
         if (preemption == "PREEMPT_RT") != (self.flavour == "rt"):
             raise ImageError(
                 f"{kernel_name} is {preemption}, which does not fit flavour {self.flavour!r}"
@@ -274,6 +270,9 @@ class _Builder:
 
         userland = self._userland()
         self._make_rootfs(userland, release)
+        # where a Debian system keeps it, so the board can tell which kernel it runs
+        (self.rootfs / "boot").mkdir()
+        shutil.copyfile(config_path, self.rootfs / "boot" / f"config-{release}")
         modules = self._install_modules(kernel, release)
         self.boot.mkdir()
         (self.boot / "extlinux").mkdir()
@@ -376,6 +375,7 @@ class _Builder:
             "export PS1='root@rtlab:~# '\n"
             "export TERM=${TERM:-vt100}\n"
         )
+        profile += applet_overrides(userland.files, applets)
         if self.model.poweroff_resets:
             profile += (
                 "# This emulated board cannot power off; a reset ends its QEMU process.\n"
@@ -409,6 +409,7 @@ class _Builder:
             "::ctrlaltdel:/sbin/reboot\n"
             "::shutdown:/bin/umount -a -r\n"
         )
+        (etc / "rtlab/network").write_text(network_settings(self.model))
         (etc / "rtlab/image").write_text(
             f"BOARD={board}\nFLAVOUR={self.flavour}\nARCH={self.model.arch}\n"
             f"KERNEL_RELEASE={release}\n"
@@ -498,6 +499,8 @@ class _Builder:
         shutil.copyfile(src, dtb)
         for node in self.model.dtb_remove_nodes:
             _run(["fdtput", "-r", str(dtb), node])
+        for prop in self.model.dtb_properties:
+            _run(["fdtput", "-t", prop.kind, str(dtb), prop.node, prop.name, *prop.values])
 
     def _extlinux_conf(self, kernel_name: str, version: str, append: str) -> str:
         label = f"rtlab-{self.model.name}-{self.flavour}"
@@ -584,6 +587,35 @@ class _Builder:
             f"{self.model.name}-{self.flavour}: {mapped / MIB:.1f} MiB of "
             f"{IMAGE_SIZE // MIB} MiB mapped"
         )
+
+
+def network_settings(model: BoardModel) -> str:
+    """/etc/rtlab/network, which /init sources: the static address on QEMU's user-mode
+    network, or why the board has none."""
+    if model.has_network:
+        return (
+            f"NET_ADDRESS={boards.GUEST_ADDRESS}/{boards.GUEST_PREFIX}\n"
+            f"NET_GATEWAY={boards.GATEWAY}\n"
+        )
+    return f"NET_NONE={shlex.quote(str(model.no_network))}\n"
+
+
+def applet_overrides(files: Iterable[debian.GuestFile], applets: Iterable[str]) -> str:
+    """Shell functions for /etc/profile that run packaged programs busybox also has.
+
+    busybox ash runs its own applet before it looks at PATH, even where a package put the
+    real program (iputils ping: busybox's ping has no -f); a function wins over both. Only
+    login shells and their subshells see it: a script run by `sh -c` must name the path
+    (/bin/ping)."""
+    names = set(applets)
+    lines = []
+    for f in files:
+        name = f.path.name
+        if f.package == "busybox-static" or name not in names or not name.isidentifier():
+            continue
+        if f.path.parent in _PROGRAM_DIRS:
+            lines.append(f'{name}() {{ {f.path} "$@"; }}\n')
+    return "".join(lines)
 
 
 def _module_name(name: str) -> str:
