@@ -213,6 +213,10 @@ def parse_json(text: str, source: str, *, expected_threads: int | None = None) -
         doc = json.loads(text, object_pairs_hook=_no_duplicates,
                          parse_constant=_no_constants)
     except json.JSONDecodeError as error:
+        if re.match(r"-?nan\b", text[error.pos:]):
+            # what rt-tests prints as the average of a thread with no samples
+            raise fail(f"line {error.lineno}: a thread's average is nan: it recorded no "
+                       "cycles, so it never ran in the measurement window") from error
         raise fail(f"invalid JSON at line {error.lineno} column {error.colno}: {error.msg}"
                    + (" (truncated?)" if error.pos >= len(text.rstrip()) else "")) from error
     except ValueError as error:

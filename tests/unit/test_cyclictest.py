@@ -170,6 +170,15 @@ def test_truncated_json_is_refused_with_line_and_column():
     assert "truncated?" in message
 
 
+def test_threads_that_never_ran_are_refused_as_such():
+    # real output: under hackbench on the emulated board two threads got no cycle at all
+    name = "broken-nocycles-imx6q-rt-hackbench-3s.json"
+    with pytest.raises(CyclictestParseError, match=(
+            rf"^{name}: line 50: a thread's average is nan: it recorded no cycles, so it "
+            "never ran in the measurement window$")):
+        parse_json(text(name), name, expected_threads=4)
+
+
 def test_expected_thread_count_is_enforced():
     with pytest.raises(CyclictestParseError, match=r"x\.json: 2 threads measured, 4 requested"):
         parse_json(text("host-x86-idle-h400-3s.json"), "x.json", expected_threads=4)
