@@ -1,15 +1,20 @@
-"""Load profiles as data → shell commands on the board, and the proof that a load ran.
+"""Loads as data → shell scripts on the board, and the proof that each load ran.
 
 A latency figure measured while the load silently did not run is worthless, so every load
-is checked afterwards from the board's own accounting (/proc/stat, load average, the load
-tool's exit status); a load that was not effective makes the measurement an error.
+is checked afterwards from the board's own accounting (/proc/stat, the load's log, whether
+it was still running when the window closed); a load that was not effective makes the
+measurement an error, never a pass.
 """
 
+import re
 import shlex
+from collections.abc import Collection, Mapping
+from typing import Any, Protocol
 
 import attr
 
-LOAD_LOG = "/tmp/rtlab-load.log"
+PERCENT = re.compile(r"^[1-9][0-9]?%$|^100%$")
+SIZE = re.compile(r"^[1-9][0-9]*[KMG]?$")
 
 
 class LoadNotEffective(Exception):
@@ -18,21 +23,34 @@ class LoadNotEffective(Exception):
 
 @attr.frozen
 class CpuTimes:
-    """The aggregate ``cpu`` line of /proc/stat, in clock ticks."""
+    """CPU time from /proc/stat, in clock ticks: the aggregate ``cpu`` line, or the sum of
+    the ``cpuN`` lines of some CPUs."""
 
     busy: int
     idle: int
 
     @classmethod
-    def parse(cls, proc_stat: str) -> "CpuTimes":
+    def parse(cls, proc_stat: str, cpus: Collection[int] | None = None) -> "CpuTimes":
+        """``cpus``: only these CPUs (the ones a load runs on when others are isolated)."""
+        names = {"cpu"} if cpus is None else {f"cpu{n}" for n in cpus}
+        busy = idle = 0
+        found = set()
         for line in proc_stat.splitlines():
             fields = line.split()
-            if fields and fields[0] == "cpu":
+            if fields and fields[0] in names:
                 ticks = [int(value) for value in fields[1:]]
-                # idle and iowait are the two non-busy columns
-                idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
-                return cls(busy=sum(ticks) - idle, idle=idle)
-        raise ValueError("no aggregate 'cpu' line in /proc/stat output")
+                # idle and iowait are the two non-busy columns; guest and guest_nice
+                # (9th, 10th) are already counted in user and nice
+                line_idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
+                busy += sum(ticks[:8]) - line_idle
+                idle += line_idle
+                found.add(fields[0])
+        if found != names:
+            missing = ", ".join(sorted(names - found))
+            raise ValueError(f"no {missing} line in /proc/stat output"
+                             if cpus is not None else
+                             "no aggregate 'cpu' line in /proc/stat output")
+        return cls(busy=busy, idle=idle)
 
     def utilisation_since(self, before: "CpuTimes") -> float:
         busy = self.busy - before.busy
@@ -43,53 +61,290 @@ class CpuTimes:
 
 
 @attr.frozen
-class LoadProfile:
-    """A load running on all CPUs of the board for the whole measurement.
+class Evidence:
+    """What the board showed of one load when the measurement window closed."""
 
-    Args:
-        name: the scenario name used in thresholds and results
-        cpu_percent: stress-ng --cpu-load per worker; 0 means no load (idle)
-        min_utilisation: the lowest whole-board CPU utilisation accepted as proof
-    """
-
-    name: str
-    cpu_percent: int
-    min_utilisation: float
-
-    def start_command(self, cpus: int, duration_s: int) -> str | None:
-        """Command that starts the load in the background and prints its PID."""
-        if self.cpu_percent == 0:
-            return None
-        argv = ["stress-ng", "--cpu", str(cpus), "--cpu-load", str(self.cpu_percent),
-                "--timeout", f"{duration_s}s", "--metrics-brief"]
-        return f"{shlex.join(argv)} >{LOAD_LOG} 2>&1 & echo $!"
-
-    def verify(self, utilisation: float, ran_throughout: bool, log: str) -> None:
-        """``ran_throughout``: the load process was still alive when the measurement
-        ended (it is started with a timeout well past the measurement)."""
-        if self.cpu_percent and not ran_throughout:
-            raise LoadNotEffective(
-                f"load not effective: stress-ng was not running when the measurement "
-                f"ended: {log.strip()[-300:]}"
-            )
-        if utilisation < self.min_utilisation:
-            raise LoadNotEffective(
-                f"load not effective: CPU utilisation {utilisation:.0%} during the "
-                f"measurement, expected at least {self.min_utilisation:.0%} for "
-                f"load '{self.name}'"
-            )
+    alive: bool
+    log: str
+    probe: str = ""
+    """What the load's ``probe`` command printed when the window closed (if it has one)."""
+    probe_before: str = ""
+    """... and when the window opened."""
 
 
-LOADS: dict[str, LoadProfile] = {
-    "idle": LoadProfile("idle", 0, 0.0),
-    # cyclictest itself sleeps nearly all the time, so 100 % stress on every CPU must show
-    # up as a nearly busy board; 80 % leaves room for the accounting of short runs
-    "cpu": LoadProfile("cpu", 100, 0.80),
-}
+@attr.frozen
+class HostTraffic:
+    """Where the lab host sends traffic to the board, for loads that need the host."""
+
+    ping_address: str
+    """What the board pings (on the virtual rack, the emulator's gateway)."""
+    stream_host: str
+    stream_port: int
+    """Where the host reaches the board's stream listener (on the virtual rack a port the
+    emulator forwards to the board)."""
+    board_port: int
+    """The port the board listens on."""
 
 
-def load_profile(name: str) -> LoadProfile:
+class LoadPart(Protocol):
+    kind: str
+    probe: str | None
+    """A shell command run on the board when the window closes; its output goes into
+    :attr:`Evidence.probe` (the kernel's counters, for loads that are judged by them)."""
+
+    def script(self, cpus: int, seconds: int) -> str:
+        """A shell script that runs the load for ``seconds`` and then ends by itself, so
+        that a lost host never leaves a board loaded."""
+        ...
+
+    def min_utilisation(self, cpus: int) -> float:
+        """The least CPU utilisation (of the CPUs the load may use, over the window) that
+        shows the load ran as asked."""
+        ...
+
+    def verify(self, evidence: Evidence) -> dict[str, Any]:
+        """Facts proving the load ran; raises :class:`LoadNotEffective` otherwise."""
+        ...
+
+
+def _deadline_loop(seconds: int, body: str) -> str:
+    return (f'end=$(( $(date +%s) + {seconds} )); '
+            f'while [ "$(date +%s)" -lt "$end" ]; do {body}; done')
+
+
+def _not_running(kind: str, evidence: Evidence) -> LoadNotEffective:
+    return LoadNotEffective(f"load not effective: {kind} was not running when the "
+                            f"measurement ended: {evidence.log.strip()[-300:]!r}")
+
+
+@attr.frozen
+class CpuLoad:
+    percent: int = attr.field()
+    min_busy_fraction: float = attr.field(default=0.5)
+    """How much of the asked share must show as CPU utilisation: stress-ng's duty cycle is
+    coarse over short windows and cyclictest at a higher priority takes its turns, so half
+    the share, with stress-ng alive at the end, is the load."""
+    kind = "cpu"
+    probe = None
+
+    @percent.validator
+    def _check(self, _: object, value: int) -> None:
+        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 100:
+            raise ValueError(f"cpu percent must be an integer 1..100, got {value!r}")
+
+    @min_busy_fraction.validator
+    def _check_fraction(self, _: object, value: float) -> None:
+        if not isinstance(value, int | float) or isinstance(value, bool) or not 0 < value <= 1:
+            raise ValueError(f"cpu min_busy_fraction must be a number in (0, 1], got {value!r}")
+
+    def script(self, cpus: int, seconds: int) -> str:
+        return shlex.join(["exec", "stress-ng", "--cpu", str(cpus), "--cpu-load",
+                           str(self.percent), "--timeout", f"{seconds}s", "--metrics-brief"])
+
+    def min_utilisation(self, cpus: int) -> float:
+        return self.min_busy_fraction * self.percent / 100
+
+    def verify(self, evidence: Evidence) -> dict[str, Any]:
+        if not evidence.alive:
+            raise _not_running("stress-ng --cpu", evidence)
+        return {"percent": self.percent}
+
+
+@attr.frozen
+class HackbenchLoad:
+    groups: int
+    fds: int
+    loops: int
+    bytes: int
+    kind = "hackbench"
+    probe = None
+
+    def argv(self) -> list[str]:
+        return ["hackbench", "-P", "-g", str(self.groups), "-f", str(self.fds),
+                "-l", str(self.loops), "-s", str(self.bytes)]
+
+    def script(self, cpus: int, seconds: int) -> str:
+        # one hackbench run is shorter than a long window: restart it until the end
+        return _deadline_loop(seconds, f'echo start; {shlex.join(self.argv())} >/dev/null; '
+                                       'echo "rc=$?"')
+
+    def min_utilisation(self, cpus: int) -> float:
+        # its processes pass messages without pause; a quarter of the CPUs is a floor
+        return 0.25
+
+    def verify(self, evidence: Evidence) -> dict[str, Any]:
+        lines = evidence.log.split()
+        failed = [line for line in lines if line.startswith("rc=") and line != "rc=0"]
+        if failed:
+            raise LoadNotEffective(f"load not effective: hackbench failed ({failed[0]}): "
+                                   f"{evidence.log.strip()[-300:]!r}")
+        if not evidence.alive or "start" not in lines:
+            raise _not_running("hackbench", evidence)
+        return {"started": lines.count("start"), "completed": lines.count("rc=0")}
+
+
+@attr.frozen
+class MemoryLoad:
+    workers: int
+    bytes: str = attr.field()
+    kind = "memory"
+    probe = None
+
+    @bytes.validator
+    def _check(self, _: object, value: str) -> None:
+        if not isinstance(value, str) or not (PERCENT.match(value) or SIZE.match(value)):
+            raise ValueError(f"memory bytes must look like '10%' or '128M', got {value!r}")
+
+    def script(self, cpus: int, seconds: int) -> str:
+        return shlex.join(["exec", "stress-ng", "--vm", str(self.workers), "--vm-bytes",
+                           self.bytes, "--timeout", f"{seconds}s", "--metrics-brief"])
+
+    def min_utilisation(self, cpus: int) -> float:
+        # each worker keeps one CPU busy touching its memory
+        return 0.5 * min(self.workers, cpus) / cpus
+
+    def verify(self, evidence: Evidence) -> dict[str, Any]:
+        if not evidence.alive:
+            raise _not_running("stress-ng --vm", evidence)
+        return {"workers": self.workers, "bytes": self.bytes}
+
+
+@attr.frozen
+class DiskLoad:
+    dir: str
+    block_kib: int
+    blocks: int
+    kind = "disk"
+    probe = None
+
+    def script(self, cpus: int, seconds: int) -> str:
+        target = shlex.quote(f"{self.dir}/rtlab-disk-load.bin")
+        # dd's own words on failure, its statistics otherwise not
+        write = (f"if out=$(dd if=/dev/zero of={target} bs={self.block_kib}k "
+                 f"count={self.blocks} conv=fsync 2>&1) && sync; then echo wrote; "
+                 'else echo "failed: $(echo "$out" | head -n 1)"; exit 1; fi')
+        folder = shlex.quote(self.dir)
+        unwritable = shlex.quote(f"not a writable directory: {self.dir}")
+        return (f"test -d {folder} -a -w {folder} || {{ echo {unwritable}; exit 1; }}; "
+                + _deadline_loop(seconds, write) + f"; rm -f {target}")
+
+    def min_utilisation(self, cpus: int) -> float:
+        # waiting for the card is iowait, not CPU time: judged by the writes instead
+        return 0.0
+
+    def verify(self, evidence: Evidence) -> dict[str, Any]:
+        lines = evidence.log.splitlines()
+        failure = next((line for line in lines if line.startswith("failed")), None)
+        if failure is not None or not evidence.alive:
+            why = failure or evidence.log.strip()[-300:]
+            raise LoadNotEffective(f"load not effective: disk writes to {self.dir} stopped: "
+                                   f"{why!r}")
+        rounds = lines.count("wrote")
+        if rounds == 0:
+            raise LoadNotEffective(f"load not effective: no {self.blocks} × {self.block_kib} "
+                                   f"KiB write to {self.dir} completed during the measurement")
+        return {"written_kib": rounds * self.blocks * self.block_kib}
+
+
+PING = "/bin/ping"
+# the kernel's ICMP and TCP counters: per protocol a header line of names and a line of values
+SNMP_COUNTERS = "grep -E '^(Icmp|Tcp):' /proc/net/snmp"
+
+
+def snmp_counters(text: str, protocol: str) -> dict[str, int]:
+    """The ``Icmp:`` or ``Tcp:`` counters of /proc/net/snmp by name (their order varies
+    between kernel versions)."""
+    prefix = f"{protocol}:"
+    lines = [line.split() for line in text.splitlines() if line.startswith(prefix)]
+    if len(lines) != 2 or len(lines[0]) != len(lines[1]):
+        raise ValueError(f"not the two {prefix} lines of /proc/net/snmp: "
+                         f"{text.strip()[:200]!r}")
+    names, values = lines
     try:
-        return LOADS[name]
+        return {name: int(value) for name, value in zip(names[1:], values[1:], strict=True)}
+    except ValueError:
+        raise ValueError(f"{prefix} counters are not numbers: {values}") from None
+
+
+@attr.frozen
+class NetworkLoad:
+    """A ping flood from the board with large packets, and a TCP stream from the lab host
+    into the board (the host side is driven by the suite, see :class:`HostTraffic`)."""
+
+    ping_bytes: int
+    traffic: HostTraffic | None = None
+    kind = "network"
+    probe = SNMP_COUNTERS
+
+    def script(self, cpus: int, seconds: int) -> str:
+        if self.traffic is None:
+            raise ValueError("network load needs the board's traffic addresses")
+        # by path: a busybox shell runs its own ping applet (no -f) before looking at PATH
+        ping = shlex.join([PING, "-f", "-q", "-s", str(self.ping_bytes), "-w", str(seconds),
+                           self.traffic.ping_address])
+        # nc must never see EOF on its input: busybox nc then closes its side, and the
+        # emulator's user network stops passing the host's data (seen on the virtual rack)
+        listen = f"sleep {seconds} | nc -l -p {self.traffic.board_port} >/dev/null"
+        return f'({listen}) & {ping}; echo "ping-rc=$?"'
+
+
+    def min_utilisation(self, cpus: int) -> float:
+        # judged by the network counters instead
+        return 0.0
+
+    def verify(self, evidence: Evidence) -> dict[str, Any]:
+        """Proven by the kernel's own counters between the window's edges: echo requests
+        went out and replies came back, and TCP segments (the host's stream) came in."""
+        if not evidence.alive:
+            raise _not_running("ping -f", evidence)
+        try:
+            deltas = {}
+            for protocol, counter in (("Icmp", "OutEchos"), ("Icmp", "InEchoReps"),
+                                      ("Tcp", "InSegs")):
+                before = snmp_counters(evidence.probe_before, protocol)[counter]
+                deltas[counter] = snmp_counters(evidence.probe, protocol)[counter] - before
+        except (KeyError, ValueError) as error:
+            raise LoadNotEffective(f"load not effective: the network load cannot be proven: "
+                                   f"{error}") from None
+        sent, replies = deltas["OutEchos"], deltas["InEchoReps"]
+        if sent <= 0 or replies <= 0:
+            raise LoadNotEffective(f"load not effective: the ping flood sent {sent} echo "
+                                   f"requests and got {replies} replies")
+        if deltas["InSegs"] <= 0:
+            raise LoadNotEffective("load not effective: no TCP segment of the host's stream "
+                                   "reached the board during the window")
+        return {"ping_bytes": self.ping_bytes, "echo_requests": sent, "echo_replies": replies,
+                "tcp_segments_in": deltas["InSegs"]}
+
+
+_KINDS: dict[str, type] = {
+    "cpu": CpuLoad, "hackbench": HackbenchLoad, "memory": MemoryLoad, "disk": DiskLoad,
+    "network": NetworkLoad,
+}
+KINDS = tuple(_KINDS)
+
+
+def make_load(kind: str, settings: Mapping[str, Any]) -> LoadPart:
+    """One load part from its suite-file settings; ``ValueError`` names what is wrong."""
+    try:
+        cls = _KINDS[kind]
     except KeyError:
-        raise ValueError(f"unknown load '{name}' (valid: {', '.join(LOADS)})") from None
+        raise ValueError(f"unknown load {kind!r} (valid: {', '.join(KINDS)})") from None
+    fields = {f.name: f for f in attr.fields(cls) if f.name != "traffic"}
+    unknown = sorted(set(settings) - set(fields))
+    if unknown:
+        raise ValueError(f"load {kind!r}: unknown setting(s) {', '.join(map(repr, unknown))} "
+                         f"(valid: {', '.join(fields)})")
+    missing = [name for name, f in fields.items()
+               if name not in settings and f.default is attr.NOTHING]
+    if missing:
+        raise ValueError(f"load {kind!r}: missing setting(s) {', '.join(missing)}")
+    for name, value in settings.items():
+        expected = fields[name].type
+        if expected in (int, str) and (not isinstance(value, expected)
+                                       or isinstance(value, bool)):
+            raise ValueError(f"load {kind!r}: {name} must be {expected.__name__}, "
+                             f"got {value!r}")
+        if expected is int and value <= 0:
+            raise ValueError(f"load {kind!r}: {name} must be greater than 0, got {value}")
+    return cls(**settings)

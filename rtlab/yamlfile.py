@@ -12,18 +12,20 @@ class YamlFileError(ValueError):
     """Bad content in a YAML file; the message starts with ``file:line:``."""
 
 
-def load_yaml(path: Path) -> Any:  # noqa: ANN401 - YAML documents are untyped by nature
-    """Round-trip load so that mappings and sequences keep their line numbers."""
+def load_yaml(path: Path, display: str | None = None) -> Any:  # noqa: ANN401 - untyped by nature
+    """Round-trip load so that mappings and sequences keep their line numbers. Errors name
+    the file as ``display`` (default: the path as given)."""
+    display = str(path) if display is None else display
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
-        raise YamlFileError(f"{path}: cannot read: {error.strerror}") from error
+        raise YamlFileError(f"{display}: cannot read: {error.strerror}") from error
     try:
         return YAML(typ="rt").load(text)
     except MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         line = mark.line + 1 if mark is not None else 0
-        raise YamlFileError(f"{path}:{line}: invalid YAML: {error.problem}") from error
+        raise YamlFileError(f"{display}:{line}: invalid YAML: {error.problem}") from error
 
 
 def line_of(node: Any, key: Any = None) -> int:  # noqa: ANN401

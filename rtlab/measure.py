@@ -1,0 +1,347 @@
+"""One measurement window on the board: loads started, a test program run under them, and
+the evidence that the loads covered the whole window.
+
+Nothing is sent to the board's console while the measurement runs: the program is started
+in the background and the host only waits (printing progress on its own side), because
+console traffic is itself a load on the board. What the board runs for the window is one
+script, uploaded before it starts (labgrid's ``ShellDriver.put_bytes``), so that only
+short commands cross the console: a busybox shell cuts input lines at 1024 characters,
+and a loaded board is slow to take even those.
+"""
+
+import math
+import re
+import shlex
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import attr
+
+from .loads import CpuTimes, Evidence, HostTraffic, LoadNotEffective, LoadPart
+
+# the loads run well past the window and are stopped afterwards, so that they provably
+# covered all of it; the margin lets them reach full swing before the window opens
+LOAD_MARGIN_S = 2
+LOAD_OVERRUN_S = 120
+# a window longer than this is long enough for the 1-minute load average to show the load
+LOADAVG_MIN_WINDOW_S = 60
+# ... for loads that keep at least this share of the CPUs busy
+LOADAVG_MIN_UTILISATION = 0.2
+# a command sent while the loads run can take long to echo on an emulated board
+LOADED_SHELL_TIMEOUT_S = 120
+# how long the program may overrun its window before the window is given up
+PROGRAM_OVERRUN_S = 600
+MARK = "rtlab-evidence:"
+WINDOW_SCRIPT = "/tmp/rtlab-window.sh"
+PROGRAM_RC = "/tmp/rtlab-program.rc"
+PROGRAM_OUT = "/tmp/rtlab-program.out"
+THERMAL = "cat /sys/class/thermal/thermal_zone*/temp 2>/dev/null || true"
+
+
+
+class Shell(Protocol):
+    def run(self, cmd: str, *, timeout: float = 30.0, codec: str = "utf-8",
+            decodeerrors: str = "strict") -> tuple[list[str], list[str], int]: ...
+
+    def run_check(self, cmd: str, *, timeout: float = 30.0, codec: str = "utf-8",
+                  decodeerrors: str = "strict") -> list[str]: ...
+
+    def put_bytes(self, buf: bytes, remotefile: str) -> None: ...
+
+
+class ProgramFailed(Exception):
+    """The measured program did not complete; the message carries its exit status/output."""
+
+
+@attr.frozen
+class StartedLoad:
+    """A load of the window: its files on the board (the pid file holds the pid of its
+    session leader, written when it starts)."""
+
+    index: int
+    part: LoadPart
+
+    @property
+    def log(self) -> str:
+        return f"/tmp/rtlab-load-{self.index}-{self.part.kind}.log"
+
+    @property
+    def pidfile(self) -> str:
+        return f"/tmp/rtlab-load-{self.index}.pid"
+
+
+@attr.frozen
+class Window:
+    """What one measurement window produced."""
+
+    exit_code: int
+    output: str
+    utilisation: float
+    loadavg: str
+    temperatures_mc: tuple[tuple[int, ...], tuple[int, ...]]
+    load_facts: dict[str, Any]
+
+
+def window_script(program: Sequence[str], loads: Sequence[StartedLoad], cpus: int,
+                  seconds: int) -> str:
+    """The board's side of a window, one shell script with three actions: ``start`` (the
+    loads, the margin, the first /proc/stat reading, the program in the background),
+    ``end`` (wait for the program, then the evidence) and ``stop`` (the loads)."""
+    start = [f"rm -f {PROGRAM_RC} {PROGRAM_RC}.tmp {PROGRAM_OUT}"]
+    for load in loads:
+        # its own session, so that stopping it takes every process it started with it
+        start.append(f"setsid sh -c {shlex.quote(load.part.script(cpus, seconds))} "
+                     f">{load.log} 2>&1 </dev/null & echo $! >{load.pidfile}")
+    start.append(f"sleep {LOAD_MARGIN_S}" if loads else "true")
+    start += [probe_command(load) for load in loads if load.part.probe]
+    start += [f"echo {MARK}thermal", THERMAL, f"echo {MARK}stat",
+              "cat /proc/stat",
+              # written whole or not at all: the end action waits for the file to exist
+              f"({shlex.join(program)}; echo $? >{PROGRAM_RC}.tmp; mv {PROGRAM_RC}.tmp "
+              f"{PROGRAM_RC}) >{PROGRAM_OUT} 2>&1 </dev/null &",
+              f"echo {MARK}started"]
+    polls = PROGRAM_OVERRUN_S * 2
+    end = [f"n=0; while [ ! -e {PROGRAM_RC} ] && [ $n -lt {polls} ]; do sleep 0.5; "
+           "n=$((n+1)); done",
+           f"echo {MARK}rc=$(cat {PROGRAM_RC} 2>/dev/null || echo none)",
+           f"echo {MARK}stat", "cat /proc/stat", f"echo {MARK}stat-end",
+           evidence_command(loads), f"echo {MARK}loadavg", "cat /proc/loadavg",
+           f"echo {MARK}thermal", THERMAL]
+    pidfiles = " ".join(load.pidfile for load in loads)
+    # "kill -SIG -PGID": the one spelling busybox ash, dash and bash all take ("--" is
+    # an invalid number to busybox, "-s SIG -PGID" an illegal option to dash)
+    stop = [f"for f in {pidfiles}; do kill -TERM -$(cat $f) 2>/dev/null; done",
+            f"for f in {pidfiles}; do p=$(cat $f); n=0; "
+            "while kill -0 $p 2>/dev/null && [ $n -lt 50 ]; do sleep 0.2; n=$((n+1)); done; "
+            "kill -KILL -$p 2>/dev/null; done"] if loads else []
+    return "\n".join([
+        "#!/bin/sh",
+        "# rtlab measurement window, uploaded by rtlab.measure: start | end | stop",
+        'case "$1" in',
+        "start)", *start, ";;",
+        "end)", *end, ";;",
+        "stop)", *stop, "true", ";;",
+        '*) echo "usage: $0 start|end|stop" >&2; exit 2;;',
+        "esac", "",
+    ])
+
+
+def probe_command(load: StartedLoad) -> str:
+    tag = f"{MARK}{load.index}"
+    return f'echo "{tag} probe"; {load.part.probe}; echo "{tag} probe-end"'
+
+
+def parse_probes(lines: Sequence[str], loads: Sequence[StartedLoad]) -> dict[int, str]:
+    """What :func:`probe_command` printed, by load index."""
+    lines = list(lines)
+    result = {}
+    for load in loads:
+        if not load.part.probe:
+            continue
+        tag = f"{MARK}{load.index}"
+        try:
+            begin = lines.index(f"{tag} probe")
+            end = lines.index(f"{tag} probe-end", begin)
+        except ValueError:
+            raise ProgramFailed(f"the probe of load {load.part.kind} is missing from the "
+                                f"board's output: {lines[-10:]}") from None
+        result[load.index] = "\n".join(lines[begin + 1:end]).strip()
+    return result
+
+
+def evidence_command(loads: Sequence[StartedLoad]) -> str:
+    parts = []
+    for load in loads:
+        tag = f"{MARK}{load.index}"
+        parts.append(f'if kill -0 $(cat {load.pidfile}) 2>/dev/null; then echo "{tag} alive"; '
+                     f'else echo "{tag} gone"; fi; echo "{tag} log"; tail -n 40 {load.log}; '
+                     # a log's last line may lack its newline
+                     f'echo; echo "{tag} end"')
+    parts += [probe_command(load) for load in loads if load.part.probe]
+    return "; ".join(parts) if parts else "true"
+
+
+def parse_evidence(lines: Sequence[str], started: Sequence[StartedLoad],
+                   probes_before: dict[int, str] | None = None) -> list[Evidence]:
+    """The evidence of each load from the window's end output; ``probes_before`` is what
+    the probes printed when the window opened (:func:`parse_probes` of its start)."""
+    lines = list(lines)
+    probes = parse_probes(lines, started)
+    result = []
+    for load in started:
+        tag = f"{MARK}{load.index}"
+        try:
+            state = next(line for line in lines if line in (f"{tag} alive", f"{tag} gone"))
+            begin = lines.index(f"{tag} log")
+            end = lines.index(f"{tag} end", begin)
+        except (StopIteration, ValueError):
+            raise ProgramFailed(f"the evidence of load {load.part.kind} is missing from the "
+                                f"board's output: {lines[-10:]}") from None
+        result.append(Evidence(alive=state.endswith("alive"),
+                               log="\n".join(lines[begin + 1:end]).strip(),
+                               probe=probes.get(load.index, ""),
+                               probe_before=(probes_before or {}).get(load.index, "")))
+    return result
+
+
+def _temperatures(lines: Sequence[str]) -> tuple[int, ...]:
+    return tuple(int(line) for line in lines if re.fullmatch(r"-?\d+", line.strip()))
+
+
+@attr.define
+class HostStream:
+    """The lab host's side of the network load: a TCP stream into the board for as long
+    as the window lasts, counting what it sent.
+
+    It connects again whenever the connection fails: the board's listener starts with
+    the loads, and an emulator's forwarded port accepts (then resets) a connection before
+    anything listens behind it. A send that waits for a busy board is not a failure."""
+
+    host: str
+    port: int
+    sent: int = 0
+    connections: int = 0
+    error: str | None = None
+    _stop: threading.Event = attr.Factory(threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._send, daemon=True)
+        self._thread.start()
+
+    def _send(self) -> None:
+        block = bytes(64 * 1024)
+        while not self._stop.is_set():
+            try:
+                with socket.create_connection((self.host, self.port), timeout=5) as conn:
+                    self.connections += 1
+                    while not self._stop.is_set():
+                        try:
+                            self.sent += conn.send(block)
+                        except TimeoutError:
+                            continue
+            except OSError as error:
+                self.error = f"{type(error).__name__}: {error}"
+                self._stop.wait(0.5)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=15)
+
+
+def run_window(shell: Shell, *, program: Sequence[str], parts: Sequence[LoadPart], cpus: int,
+               duration_s: int, progress: Callable[[str], None],
+               traffic: HostTraffic | None = None,
+               load_cpus: Sequence[int] | None = None) -> Window:
+    """Run ``program`` (which lasts ``duration_s``) under ``parts`` and prove the loads.
+
+    ``cpus`` is how many CPUs the loads are sized for; ``load_cpus`` the CPUs they can run
+    on, when that is not all of them (the rest isolated for the measurement): their
+    utilisation is the proof.
+
+    Raises :class:`LoadNotEffective` when a load did not run throughout, and
+    :class:`ProgramFailed` when the program did not complete."""
+    loads = [StartedLoad(index, part) for index, part in enumerate(parts)]
+    if any(part.kind == "network" for part in parts) and traffic is None:
+        raise ValueError("the network load needs the board's traffic addresses")
+    script = window_script(program, loads, cpus, duration_s + LOAD_OVERRUN_S)
+    shell.put_bytes(script.encode(), WINDOW_SCRIPT)
+    stream = None
+    try:
+        if traffic is not None and any(part.kind == "network" for part in parts):
+            stream = HostStream(traffic.stream_host, traffic.stream_port)
+            stream.start()
+        before_lines = shell.run_check(f"sh {WINDOW_SCRIPT} start",
+                                       timeout=LOADED_SHELL_TIMEOUT_S)
+        if f"{MARK}started" not in before_lines:
+            raise ProgramFailed(f"{program[0]} was not started: {before_lines[-5:]}")
+        split = before_lines.index(f"{MARK}stat")
+        probes_before = parse_probes(before_lines, loads)
+        temps_before = _temperatures(before_lines[before_lines.index(f"{MARK}thermal") + 1:split])
+        before = CpuTimes.parse("\n".join(before_lines[split + 1:]), load_cpus)
+        _wait_quietly(duration_s, progress)
+        end_lines = shell.run_check(f"sh {WINDOW_SCRIPT} end",
+                                    timeout=PROGRAM_OVERRUN_S + LOADED_SHELL_TIMEOUT_S)
+    finally:
+        if stream is not None:
+            stream.stop()
+        if loads:
+            shell.run(f"sh {WINDOW_SCRIPT} stop", timeout=LOADED_SHELL_TIMEOUT_S)
+
+    rc_line = next((line for line in end_lines if line.startswith(f"{MARK}rc=")), None)
+    if rc_line is None or rc_line == f"{MARK}rc=none":
+        raise ProgramFailed(f"{program[0]} did not finish within {PROGRAM_OVERRUN_S} s of its "
+                            f"window: {end_lines[-5:]}")
+    exit_text = rc_line.removeprefix(f"{MARK}rc=")
+    if not exit_text.isdigit():
+        raise ProgramFailed(f"{program[0]}: garbled exit status {exit_text!r}")
+    output = "\n".join(shell.run_check(f"tail -n 60 {PROGRAM_OUT}"))
+    after = CpuTimes.parse("\n".join(_section(end_lines, "stat", "stat-end")), load_cpus)
+    utilisation = after.utilisation_since(before)
+    loadavg = "\n".join(_section(end_lines, "loadavg", "thermal")).strip()
+    temps_after = _temperatures(_section(end_lines, "thermal"))
+    evidence = parse_evidence(end_lines, loads, probes_before)
+    facts = _verify(parts, evidence, utilisation, loadavg, cpus, duration_s, stream)
+    return Window(int(exit_text), output, utilisation, loadavg,
+                  (temps_before, temps_after), facts)
+
+
+def _section(lines: Sequence[str], begin: str, end: str | None = None) -> list[str]:
+    """The board's output between the markers ``begin`` and ``end`` (or the last line)."""
+    lines = list(lines)
+    try:
+        first = lines.index(f"{MARK}{begin}") + 1
+        last = lines.index(f"{MARK}{end}", first) if end is not None else len(lines)
+    except ValueError:
+        raise ProgramFailed(f"the board's output lacks its {begin!r} section: "
+                            f"{lines[-5:]}") from None
+    return lines[first:last]
+
+
+def _wait_quietly(duration_s: int, progress: Callable[[str], None]) -> None:
+    step = max(10, duration_s // 10)
+    waited = 0
+    while waited < duration_s:
+        chunk = min(step, duration_s - waited)
+        time.sleep(chunk)
+        waited += chunk
+        if duration_s >= 30:
+            progress(f"{waited}/{duration_s} s")
+
+
+def _verify(parts: Sequence[LoadPart], evidence: Sequence[Evidence], utilisation: float,
+            loadavg: str, cpus: int, duration_s: int,
+            stream: HostStream | None) -> dict[str, Any]:
+    facts: dict[str, Any] = {"cpu_utilisation": round(utilisation, 3), "loadavg": loadavg,
+                             "loads": {}}
+    for part, proof in zip(parts, evidence, strict=True):
+        facts["loads"][part.kind] = part.verify(proof)
+    if stream is not None:
+        facts["loads"]["network"]["host_stream_bytes"] = stream.sent
+        facts["loads"]["network"]["host_stream_connections"] = stream.connections
+        # the emulator's user network takes megabytes into its buffers whether the board
+        # reads them or not: what reached the board is judged from its own counters
+        if stream.sent == 0:
+            raise LoadNotEffective(f"load not effective: the host's TCP stream to "
+                                   f"{stream.host}:{stream.port} sent nothing ({stream.error})")
+    # the field's proof: the CPUs the loads may use were as busy as the loads ask. The
+    # tasks' own CPU times cannot stand in: on an emulated board they run on another clock
+    # (several times faster than its uptime), so only /proc/stat's ratio is comparable
+    needed = max((part.min_utilisation(cpus) for part in parts), default=0.0)
+    facts["min_utilisation"] = round(needed, 3)
+    if utilisation < needed:
+        kinds = "+".join(part.kind for part in parts)
+        # rounded down, so that a figure short of the minimum never reads as reaching it
+        shown = math.floor(utilisation * 1000) / 1000
+        raise LoadNotEffective(f"load not effective: CPU utilisation {shown:.1%} during "
+                               f"the measurement, expected at least {needed:.1%} for {kinds}")
+    if duration_s >= LOADAVG_MIN_WINDOW_S and needed >= LOADAVG_MIN_UTILISATION:
+        one_minute = float(loadavg.split()[0])
+        if one_minute < 1.0:
+            raise LoadNotEffective(f"load not effective: 1-minute load average {one_minute} "
+                                   f"after {duration_s} s under load")
+    return facts
