@@ -1,7 +1,7 @@
 """The latency gate's limits (``thresholds.yaml``) and judging measured figures by them.
 
 Limits are inherited down ``defaults`` → ``boards.<board>`` → ``flavours.<flavour>`` →
-``loads.<load>`` → ``intervals.<interval_us>``: a level sets only what differs from the
+``scenarios.<scenario>`` → ``intervals.<interval_us>``: a level sets only what differs from the
 level above. Every limit carries the file and line it came from and the nearest ``reason``,
 so a failed gate says which reviewed line it failed against and why that line says so.
 """
@@ -16,8 +16,8 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import MarkedYAMLError
 
-from .loads import LOADS
 from .paths import REPO_ROOT
+from .scenarios import load_suite
 from .yamlfile import line_of
 
 DEFAULT_PATH = REPO_ROOT / "thresholds.yaml"
@@ -26,8 +26,8 @@ METRICS = ("max_us", "avg_us", "p99_9_us")
 FIGURES = {"max": "max_us", "avg": "avg_us", "p99_9": "p99_9_us"}
 REASON = "reason"
 # the level below each level, by the key that holds it
-_CHILDREN = {"board": "flavours", "flavour": "loads", "load": "intervals"}
-_BELOW = {"board": "flavour", "flavour": "load", "load": "interval"}
+_CHILDREN = {"board": "flavours", "flavour": "scenarios", "scenario": "intervals"}
+_BELOW = {"board": "flavour", "flavour": "scenario", "scenario": "interval"}
 
 
 class ThresholdsError(ValueError):
@@ -42,6 +42,15 @@ class Threshold:
     source: str
     # the reason given on that level or, failing that, the nearest level above it
     reason: str | None
+    # the level that set it, e.g. "boards.imx6q.flavours.rt.scenarios.cpu100"
+    level: str = ""
+
+    def set_for(self, scenario: str) -> bool:
+        """Whether the scenario's own entry (or an interval below it) set this limit,
+        rather than a level above it."""
+        names = self.level.split(".")
+        return any(key == "scenarios" and name == scenario
+                   for key, name in zip(names, names[1:], strict=False))
 
 
 @attr.frozen
@@ -71,12 +80,14 @@ class Thresholds:
     display: str
     defaults: _Level
     boards: Mapping[str, _Level]
+    scenarios: tuple[str, ...]
 
     def flavours(self, board: str) -> tuple[str, ...]:
         return tuple(self._board(board).children)
 
-    def lookup(self, board: str, flavour: str, load: str, interval_us: int) -> dict[str, Threshold]:
-        """The limits for one measurement, by metric. A load or interval the file does not
+    def lookup(self, board: str, flavour: str, scenario: str,
+               interval_us: int | None = None) -> dict[str, Threshold]:
+        """The limits for one measurement, by metric. A scenario or interval the file does not
         name inherits from the level above; an unknown board or flavour is an error, since
         a gate that silently falls back to defaults for a new board checks nothing."""
         board_level = self._board(board)
@@ -86,13 +97,14 @@ class Thresholds:
                 f"{self.display}: board '{board}' has no flavour '{flavour}' "
                 f"(valid: {', '.join(board_level.children)})"
             )
-        if load not in LOADS:
-            raise ThresholdsError(f"unknown load '{load}' (valid: {', '.join(LOADS)})")
+        if scenario not in self.scenarios:
+            raise ThresholdsError(f"unknown scenario '{scenario}' "
+                                  f"(valid: {', '.join(self.scenarios)})")
         path = [self.defaults, board_level, flavour_level]
-        load_level = flavour_level.children.get(load)
-        if load_level is not None:
-            path.append(load_level)
-            interval_level = load_level.children.get(interval_us)
+        scenario_level = flavour_level.children.get(scenario)
+        if scenario_level is not None:
+            path.append(scenario_level)
+            interval_level = scenario_level.children.get(interval_us)
             if interval_level is not None:
                 path.append(interval_level)
         return _resolve(self.display, path)
@@ -116,15 +128,21 @@ def _resolve(display: str, path: list[_Level]) -> dict[str, Threshold]:
                     (level.reason for level in reversed(path[: depth + 1]) if level.reason),
                     None,
                 )
-                result[metric] = Threshold(metric, value, f"{display}:{line}", reason)
+                result[metric] = Threshold(metric, value, f"{display}:{line}", reason,
+                                           path[depth].where)
                 break
     return result
 
 
-def load_thresholds(path: Path | None = None) -> Thresholds:
+def load_thresholds(path: Path | None = None,
+                    scenarios: tuple[str, ...] | None = None) -> Thresholds:
     """Load and validate a thresholds file (the repository's ``thresholds.yaml`` by
-    default). Every error names the file and line."""
+    default). ``scenarios``: the names a file may use (default: the scenarios and rt-tests
+    of the repository's suite file). Every error names the file and line."""
     path = DEFAULT_PATH if path is None else path
+    if scenarios is None:
+        suite = load_suite()
+        scenarios = (*suite.scenarios, *suite.rt_tests)
     display = _display_name(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -136,7 +154,7 @@ def load_thresholds(path: Path | None = None) -> Thresholds:
         mark = error.problem_mark or error.context_mark
         line = mark.line + 1 if mark is not None else 0
         raise ThresholdsError(f"{display}:{line}: invalid YAML: {error.problem}") from error
-    return _Loader(display).top(doc)
+    return _Loader(display, scenarios).top(doc)
 
 
 def _display_name(path: Path) -> str:
@@ -151,6 +169,7 @@ def _display_name(path: Path) -> str:
 @attr.frozen
 class _Loader:
     display: str
+    scenarios: tuple[str, ...]
 
     def error(self, line: int, what: str) -> ThresholdsError:
         return ThresholdsError(f"{self.display}:{line}: {what}")
@@ -170,7 +189,7 @@ class _Loader:
         for name in boards_node:
             self.name(boards_node, name, "board")
             boards[name] = self.level(boards_node, name, "board", f"boards.{name}")
-        thresholds = Thresholds(self.display, defaults, boards)
+        thresholds = Thresholds(self.display, defaults, boards, self.scenarios)
         # a board/flavour without max_us anywhere on its path would pass any latency
         for board, level in boards.items():
             for flavour, flavour_level in level.children.items():
@@ -224,10 +243,10 @@ class _Loader:
                 self.interval(mapping, name)
             else:
                 self.name(mapping, name, below)
-            # a misspelt load would never match and its limits would silently not apply
-            if below == "load" and name not in LOADS:
-                raise self.error(line_of(mapping, name), f"unknown load {name!r} "
-                                 f"(expected one of: {', '.join(LOADS)})")
+            # a misspelt scenario would never match and its limits would silently not apply
+            if below == "scenario" and name not in self.scenarios:
+                raise self.error(line_of(mapping, name), f"unknown scenario {name!r} "
+                                 f"(expected one of: {', '.join(self.scenarios)})")
             result[name] = self.level(mapping, name, below, f"{where}.{child_key}.{name}")
         return result
 
@@ -278,13 +297,13 @@ def check(figures: Mapping[str, float | None], thresholds: Mapping[str, Threshol
         if threshold is None:
             continue
         value = figures.get(figure)
-        limit = f"{metric} {_us(threshold.value)}"
+        limit = f"{metric} {format_us(threshold.value)}"
         if figure not in figures:
             what = f"CPU{cpu} {figure} not measured, but {limit} needs it"
         elif value is None:
             what = f"CPU{cpu} {figure} past the histogram's range, so {limit} is not shown"
         elif value > threshold.value:
-            what = f"CPU{cpu} {figure} {_us(value)} > {limit}"
+            what = f"CPU{cpu} {figure} {format_us(value)} > {limit}"
         else:
             continue
         cited = f"{threshold.source}: {threshold.reason}" if threshold.reason else threshold.source
@@ -292,7 +311,8 @@ def check(figures: Mapping[str, float | None], thresholds: Mapping[str, Threshol
     return violations
 
 
-def _us(value: float) -> str:
+def format_us(value: float) -> str:
+    """A figure in µs as people write it: "150 µs", "20.25 µs"."""
     if float(value).is_integer():
         return f"{int(value)} µs"
     return f"{value:.2f} µs"

@@ -48,7 +48,7 @@ def test_the_repository_file_names_the_expected_boards_and_flavours(repo):
 
 def test_imx6q_rt_is_the_seed_study_figure_at_every_load(repo):
     line = line_number(DEFAULT_PATH, r"max_us: 150$", after=r"^  imx6q:")
-    for load in ("idle", "cpu"):
+    for load in ("idle", "cpu100"):
         limits = repo.lookup("imx6q", "rt", load, 200)
         assert limits["max_us"].value == 150
         assert limits["max_us"].source == f"thresholds.yaml:{line}"
@@ -56,7 +56,7 @@ def test_imx6q_rt_is_the_seed_study_figure_at_every_load(repo):
 
 
 def test_rpi3_rt_comes_from_the_pi4_hackbench_figure(repo):
-    limits = repo.lookup("rpi3", "rt", "cpu", 1000)
+    limits = repo.lookup("rpi3", "rt", "cpu100", 1000)
     assert 156 <= limits["max_us"].value <= 170
     assert "156" in limits["max_us"].reason and "Pi 4" in limits["max_us"].reason
 
@@ -72,13 +72,13 @@ def test_std_is_far_looser_than_rt_on_physical_boards(repo):
 def test_virtual_boards_are_milliseconds_and_say_so(repo):
     for board in ("qemu-imx6q", "qemu-rpi3"):
         for flavour in ("std", "rt"):
-            for load in ("idle", "cpu"):
+            for load in ("idle", "cpu100"):
                 limits = repo.lookup(board, flavour, load, 1000)
                 # wide enough for host noise (168 ms seen under host load), still a gate
-                assert 100_000 < limits["max_us"].value <= 1_000_000
-                assert 1_000 <= limits["avg_us"].value <= 10_000
+                assert 100_000 < limits["max_us"].value <= 5_000_000
+                assert 1_000 <= limits["avg_us"].value <= 50_000
                 assert "test the path, not the kernel" in limits["max_us"].reason
-        rt_reason = repo.lookup(board, "rt", "cpu", 1000)["max_us"].reason
+        rt_reason = repo.lookup(board, "rt", "cpu100", 1000)["max_us"].reason
         assert "RT throttling" in rt_reason
 
 
@@ -91,16 +91,19 @@ def test_defaults_board_and_flavour_levels(hierarchy):
     assert set(limits) == {"max_us", "avg_us"}
     assert limits["max_us"] == Threshold(
         "max_us", 150, f"{DATA_DISPLAY}/hierarchy.yaml:{line_number(path, r'max_us: 150')}",
-        "rt figure")
+        "rt figure", "boards.imx6q.flavours.rt")
     # avg_us comes from defaults, and so does its reason
     assert limits["avg_us"] == Threshold(
         "avg_us", 50, f"{DATA_DISPLAY}/hierarchy.yaml:{line_number(path, r'avg_us: 50')}",
-        "house default")
+        "house default", "defaults")
 
 
 def test_load_level_adds_to_the_flavour(hierarchy):
-    limits = hierarchy.lookup("imx6q", "rt", "cpu", 1000)
+    limits = hierarchy.lookup("imx6q", "rt", "cpu100", 1000)
     assert limits["p99_9_us"].value == 90
+    # which level set a limit: the scenario's own entry, or one above it
+    assert limits["p99_9_us"].set_for("cpu100") and not limits["p99_9_us"].set_for("cpu10")
+    assert not limits["max_us"].set_for("cpu100")
     # the load level has no reason: the nearest one above it applies
     assert limits["p99_9_us"].reason == "rt figure"
     assert limits["max_us"].value == 150
@@ -108,13 +111,13 @@ def test_load_level_adds_to_the_flavour(hierarchy):
 
 def test_interval_level_overrides_and_its_reason_wins(hierarchy):
     path = DATA / "hierarchy.yaml"
-    limits = hierarchy.lookup("imx6q", "rt", "cpu", 100)
+    limits = hierarchy.lookup("imx6q", "rt", "cpu100", 100)
     assert limits["max_us"].value == 120
     assert limits["max_us"].reason == "short interval figure"
     assert limits["max_us"].source.endswith(f":{line_number(path, r'max_us: 120')}")
     # a value the interval does not set keeps its own level's reason
     assert limits["avg_us"].reason == "house default"
-    other = hierarchy.lookup("imx6q", "rt", "cpu", 200)
+    other = hierarchy.lookup("imx6q", "rt", "cpu100", 200)
     assert other["avg_us"].value == 30
     assert other["avg_us"].reason == "rt figure"
     assert other["max_us"].value == 150
@@ -123,10 +126,10 @@ def test_interval_level_overrides_and_its_reason_wins(hierarchy):
 def test_missing_load_or_interval_inherits(hierarchy):
     # no 'idle' entry under imx6q/rt, no 500 µs interval under cpu
     assert hierarchy.lookup("imx6q", "rt", "idle", 500)["max_us"].value == 150
-    assert hierarchy.lookup("imx6q", "rt", "cpu", 500)["max_us"].value == 150
+    assert hierarchy.lookup("imx6q", "rt", "cpu100", 500)["max_us"].value == 150
     # std sets nothing itself: the board's 200 applies unless the load says otherwise
-    assert hierarchy.lookup("imx6q", "std", "cpu", 1000)["max_us"].value == 200
-    assert hierarchy.lookup("imx6q", "std", "cpu", 1000)["max_us"].reason == "board figure"
+    assert hierarchy.lookup("imx6q", "std", "cpu100", 1000)["max_us"].value == 200
+    assert hierarchy.lookup("imx6q", "std", "cpu100", 1000)["max_us"].reason == "board figure"
     assert hierarchy.lookup("imx6q", "std", "idle", 1000)["max_us"].value == 180
 
 
@@ -148,8 +151,8 @@ def test_unknown_flavour_lists_the_valid_ones(hierarchy):
         f"{DATA_DISPLAY}/hierarchy.yaml: board 'rpi3' has no flavour 'std' (valid: rt)")
 
 
-def test_unknown_load_is_an_error_not_a_silent_fallback(hierarchy):
-    with pytest.raises(ThresholdsError, match=r"unknown load 'cpus' \(valid: idle, cpu\)"):
+def test_unknown_scenario_is_an_error_not_a_silent_fallback(hierarchy):
+    with pytest.raises(ThresholdsError, match=r"unknown scenario 'cpus' \(valid: idle, cpu25,"):
         hierarchy.lookup("imx6q", "rt", "cpus", 1000)
 
 
@@ -158,17 +161,17 @@ def test_unknown_load_is_an_error_not_a_silent_fallback(hierarchy):
 
 @pytest.mark.parametrize("name, line, message", [
     ("bad-unknown-key.yaml", 6,
-     "unknown key 'max_ms' (expected one of: avg_us, loads, max_us, p99_9_us, reason)"),
+     "unknown key 'max_ms' (expected one of: avg_us, max_us, p99_9_us, reason, scenarios)"),
     ("bad-wrong-type.yaml", 6,
      "boards.imx6q.flavours.rt.max_us must be a number of µs, got '150us'"),
     ("bad-negative.yaml", 2, "defaults.avg_us must be greater than 0, got -5"),
     ("bad-zero.yaml", 9,
-     "boards.imx6q.flavours.rt.loads.idle.p99_9_us must be greater than 0, got 0"),
+     "boards.imx6q.flavours.rt.scenarios.idle.p99_9_us must be greater than 0, got 0"),
     ("bad-interval-string.yaml", 10, "interval must be an integer number of µs, got '200'"),
     ("bad-interval-float.yaml", 10, "interval must be an integer number of µs, got 200.5"),
     ("bad-no-flavours.yaml", 7, "board 'rpi3' has no flavours"),
     ("bad-no-max.yaml", 8, "no max_us for board 'imx6q' flavour 'std'"),
-    ("bad-unknown-load.yaml", 8, "unknown load 'cpus' (expected one of: idle, cpu)"),
+    ("bad-unknown-scenario.yaml", 8, "unknown scenario 'cpus' (expected one of: idle, cpu25"),
     ("bad-reason-type.yaml", 4, "boards.imx6q.reason must be a non-empty string"),
     ("bad-not-a-mapping.yaml", 5, "boards.imx6q.flavours.rt must be a mapping, got int"),
     ("bad-duplicate-key.yaml", 7, "invalid YAML: found duplicate key \"max_us\""),
@@ -200,15 +203,15 @@ def test_file_outside_the_repository_is_named_as_given(tmp_path):
      "thresholds.yaml:5: boards.imx6q.flavours.rt.max_us must be a number of µs, got True"),
     ("boards:\n  imx6q:\n    flavours:\n      rt:\n        max_us: .inf\n",
      "thresholds.yaml:5: boards.imx6q.flavours.rt.max_us must be a number of µs"),
-    ("boards:\n  imx6q:\n    flavours:\n      rt:\n        max_us: 1\n        loads:\n"
-     "          cpu:\n            intervals:\n              0: {max_us: 1}\n",
+    ("boards:\n  imx6q:\n    flavours:\n      rt:\n        max_us: 1\n        scenarios:\n"
+     "          cpu100:\n            intervals:\n              0: {max_us: 1}\n",
      "thresholds.yaml:9: interval must be greater than 0, got 0"),
-    ("boards:\n  imx6q:\n    flavours:\n      rt:\n        max_us: 1\n        loads:\n"
-     "          cpu:\n            intervals:\n              -100: {max_us: 1}\n",
+    ("boards:\n  imx6q:\n    flavours:\n      rt:\n        max_us: 1\n        scenarios:\n"
+     "          cpu100:\n            intervals:\n              -100: {max_us: 1}\n",
      "thresholds.yaml:9: interval must be greater than 0, got -100"),
-    ("boards:\n  imx6q:\n    flavours:\n      rt:\n        max_us: 1\n        loads:\n"
-     "          idle:\n            intervals:\n              100:\n                loads: {}\n",
-     "thresholds.yaml:10: unknown key 'loads' (expected one of: avg_us, max_us, p99_9_us, "
+    ("boards:\n  imx6q:\n    flavours:\n      rt:\n        max_us: 1\n        scenarios:\n"
+     "          idle:\n            intervals:\n              100:\n                scenarios: {}\n",
+     "thresholds.yaml:10: unknown key 'scenarios' (expected one of: avg_us, max_us, p99_9_us, "
      "reason)"),
 ])
 def test_structural_errors(tmp_path, content, message):
@@ -228,7 +231,7 @@ def test_missing_file(tmp_path):
 
 
 def test_violation_message_names_figure_value_limit_cpu_and_source(repo):
-    limits = repo.lookup("imx6q", "rt", "cpu", 1000)
+    limits = repo.lookup("imx6q", "rt", "cpu100", 1000)
     (violation,) = check({"max": 183, "avg": 20.5}, limits, cpu=2)
     line = line_number(DEFAULT_PATH, r"max_us: 150$", after=r"^  imx6q:")
     assert violation.message.startswith(
@@ -240,13 +243,13 @@ def test_violation_message_names_figure_value_limit_cpu_and_source(repo):
 
 
 def test_check_passes_at_and_below_the_limit(hierarchy):
-    limits = hierarchy.lookup("imx6q", "rt", "cpu", 1000)
+    limits = hierarchy.lookup("imx6q", "rt", "cpu100", 1000)
     assert check({"max": 150, "avg": 50, "p99_9": 90}, limits, cpu=0) == []
     assert check({"max": 149.9, "avg": 1, "p99_9": 0}, limits, cpu=0) == []
 
 
 def test_check_reports_every_metric_over_its_limit(hierarchy):
-    limits = hierarchy.lookup("imx6q", "rt", "cpu", 1000)
+    limits = hierarchy.lookup("imx6q", "rt", "cpu100", 1000)
     violations = check({"max": 151, "avg": 50.25, "p99_9": 90.5}, limits, cpu=1)
     assert [v.figure for v in violations] == ["max", "avg", "p99_9"]
     assert violations[1].message == (
@@ -254,7 +257,7 @@ def test_check_reports_every_metric_over_its_limit(hierarchy):
 
 
 def test_unknown_figure_value_fails_closed(hierarchy):
-    limits = hierarchy.lookup("imx6q", "rt", "cpu", 1000)
+    limits = hierarchy.lookup("imx6q", "rt", "cpu100", 1000)
     (violation,) = check({"max": 10, "avg": 10, "p99_9": None}, limits, cpu=3)
     assert violation.value is None
     assert violation.message.startswith(

@@ -1,0 +1,56 @@
+"""``rtlab thresholds check|show``: validate the gate, and print the limits a board gets
+with the line each came from, so a reviewer sees what a change to the file really moves."""
+
+from pathlib import Path
+
+from .scenarios import load_suite
+from .thresholds import METRICS, Thresholds, format_us, load_thresholds
+
+
+def check(thresholds_path: Path, suite_path: Path) -> str:
+    suite = load_suite(suite_path)
+    thresholds = load_thresholds(thresholds_path, (*suite.scenarios, *suite.rt_tests))
+    # every flavour of every board must resolve for every case the suite can run
+    cases = 0
+    for board in thresholds.boards:
+        for flavour in thresholds.flavours(board):
+            for scenario in suite.scenarios:
+                for interval in suite.intervals_us:
+                    thresholds.lookup(board, flavour, scenario, interval)
+                    cases += 1
+            for tool in suite.rt_tests:
+                thresholds.lookup(board, flavour, tool)
+                cases += 1
+    return (f"{thresholds.display}: valid; {len(thresholds.boards)} boards, "
+            f"{cases} test cases (board/flavour/scenario/interval and rt-tests) resolve "
+            "to limits")
+
+
+def show(thresholds_path: Path, suite_path: Path, board: str, flavour: str | None,
+         scenario: str | None, interval_us: int | None) -> str:
+    suite = load_suite(suite_path)
+    thresholds = load_thresholds(thresholds_path, (*suite.scenarios, *suite.rt_tests))
+    flavours = [flavour] if flavour else list(thresholds.flavours(board))
+    scenarios = [suite.scenario(scenario).name] if scenario else list(suite.scenarios)
+    intervals = [interval_us] if interval_us else list(suite.intervals_us)
+    return _table(thresholds, board, flavours, scenarios, intervals)
+
+
+def _table(thresholds: Thresholds, board: str, flavours: list[str], scenarios: list[str],
+           intervals: list[int]) -> str:
+    rows = [("board", "flavour", "scenario", "interval", "metric", "limit", "from", "reason")]
+    for flavour in flavours:
+        for scenario in scenarios:
+            for interval in intervals:
+                limits = thresholds.lookup(board, flavour, scenario, interval)
+                for metric in METRICS:
+                    limit = limits.get(metric)
+                    if limit is None:
+                        continue
+                    reason = (limit.reason or "-")
+                    rows.append((board, flavour, scenario, f"{interval} µs", metric,
+                                 format_us(limit.value), limit.source,
+                                 reason if len(reason) <= 70 else reason[:67] + "..."))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row[:-1], widths, strict=True))
+                     + "  " + row[-1] for row in rows)
