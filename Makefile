@@ -10,6 +10,7 @@ bootstrap:
 
 lint: bootstrap
 	$(VENV)/ruff check rtlab tests bench conftest.py
+	$(VENV)/rtlab thresholds check
 
 test: bootstrap lint
 	$(VENV)/pytest -ra

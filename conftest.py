@@ -20,8 +20,14 @@ def pytest_addoption(parser):
     group = parser.getgroup("rtlab")
     group.addoption("--rt-duration", type=int, default=5,
                     help="seconds of measurement per test case (the field's 1 h is 3600)")
-    group.addoption("--rt-interval", type=int, default=1000,
-                    help="cyclictest interval in µs")
+    group.addoption("--rt-suite", default=str(Path(__file__).parent / "suite.yaml"),
+                    help="suite file: scenarios, intervals and rt-tests to run")
+    group.addoption("--rt-scenarios", default=None,
+                    help="comma-separated scenarios of the suite file (default: all)")
+    group.addoption("--rt-intervals", default=None,
+                    help="comma-separated cyclictest intervals in µs (default: the suite's)")
+    group.addoption("--rt-tests", default=None,
+                    help="comma-separated other rt-tests (default: the suite's; 'none')")
     group.addoption("--rt-results", default=None,
                     help="folder for the JSON result records (one per test case)")
     group.addoption("--rt-thresholds", default=str(Path(__file__).parent / "thresholds.yaml"),

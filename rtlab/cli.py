@@ -52,13 +52,30 @@ def _vlab(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .runner import run_suite
+    from .runner import Selection, run_suite
 
+    selection = Selection(scenarios=args.scenarios, intervals=args.intervals,
+                          rt_tests=args.rt_tests,
+                          suite=Path(args.suite).resolve() if args.suite else None,
+                          thresholds=Path(args.thresholds).resolve() if args.thresholds else None)
     outcome = run_suite(place=args.place, image=Path(args.image), env_file=Path(args.env),
                         coordinator=args.coordinator, out_dir=Path(args.out),
-                        duration_s=args.duration)
+                        duration_s=args.duration, selection=selection)
     print(f"JUnit: {outcome.junit}\nresults: {outcome.results}")
     return outcome.exit_code
+
+
+def _thresholds(args: argparse.Namespace) -> int:
+    from . import thresholds_cli
+
+    if args.action == "check":
+        print(thresholds_cli.check(Path(args.file), Path(args.suite)))
+        return 0
+    if not args.board:
+        raise ValueError("thresholds show needs --board")
+    print(thresholds_cli.show(Path(args.file), Path(args.suite), args.board, args.flavour,
+                              args.scenario, args.interval))
+    return 0
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -93,12 +110,28 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--coordinator", default="127.0.0.1:20408")
     run.add_argument("--out", default="out")
     run.add_argument("--duration", type=int, default=5, help="seconds per measurement")
+    run.add_argument("--scenarios", help="comma-separated scenarios (default: suite.yaml's)")
+    run.add_argument("--intervals", help="comma-separated intervals in µs (default: all)")
+    run.add_argument("--rt-tests", help="comma-separated other rt-tests, or 'none'")
+    run.add_argument("--suite", help="suite file (default: the repository's suite.yaml)")
+    run.add_argument("--thresholds", help="thresholds file (default: thresholds.yaml)")
     run.set_defaults(func=_run)
+
+    thresholds = sub.add_parser("thresholds", help="validate or show the latency gate")
+    thresholds.add_argument("action", choices=["check", "show"])
+    thresholds.add_argument("--file", default=str(paths.REPO_ROOT / "thresholds.yaml"))
+    thresholds.add_argument("--suite", default=str(paths.REPO_ROOT / "suite.yaml"))
+    thresholds.add_argument("--board", help="show: a board tag, e.g. imx6q or qemu-rpi3")
+    thresholds.add_argument("--flavour", help="show: only this flavour")
+    thresholds.add_argument("--scenario", help="show: only this scenario")
+    thresholds.add_argument("--interval", type=int, help="show: only this interval (µs)")
+    thresholds.set_defaults(func=_thresholds)
 
     demo = sub.add_parser("demo", help="the main job on the virtual rack")
     demo.add_argument("--out", default="out")
     demo.add_argument("--duration", type=int, default=10)
-    demo.add_argument("--full", action="store_true", help="the full matrix (later issues)")
+    demo.add_argument("--full", action="store_true",
+                      help="every scenario × interval and rt-test of suite.yaml")
     demo.set_defaults(func=_demo)
     return top
 

@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-SCHEMA = "rtlab.result/1"
+SCHEMA = "rtlab.result/2"
 VERDICTS = ("pass", "fail", "error", "skipped")
 CI_VARIABLES = ("CI_PIPELINE_ID", "CI_JOB_ID", "CI_COMMIT_SHA", "CI_COMMIT_REF_NAME",
                 "CI_MERGE_REQUEST_IID")
@@ -33,16 +33,23 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
-def record_file_name(case_id: str) -> str:
+def record_file_name(record: dict[str, Any]) -> str:
+    """By the case's name (board/flavour/scenario/interval once known, else the pytest
+    node) and its start time: several runs share one results folder (a demo, a pipeline's
+    artifacts), and a record of one must never replace the record of another."""
+    case_id = record.get("name") or record["case"]
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in case_id)
-    return f"{safe}.json"
+    started = "".join(c for c in str(record.get("started", "")) if c.isdigit())[:20]
+    return f"{safe}--{started}.json"
 
 
 def write_record(folder: Path, record: dict[str, Any]) -> Path:
     if record.get("verdict") not in VERDICTS:
         raise ValueError(f"result record verdict must be one of {VERDICTS}")
     record = {"schema": SCHEMA, **record, "ci": ci_context()}
-    path = folder / record_file_name(record["case"])
+    path = folder / record_file_name(record)
+    if path.exists():
+        raise FileExistsError(f"{path}: a result record of this case and start time exists")
     write_atomic(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
     return path
 

@@ -12,6 +12,29 @@ from .paths import REPO_ROOT
 
 
 @attr.frozen
+class Selection:
+    """Which part of the suite runs: the suite file's scenarios, intervals and rt-tests
+    (comma-separated names; None: all of the suite's; "none" for no rt-test), and the
+    suite and thresholds files (None: the repository's)."""
+
+    scenarios: str | None = None
+    intervals: str | None = None
+    rt_tests: str | None = None
+    suite: Path | None = None
+    thresholds: Path | None = None
+
+    def pytest_args(self) -> list[str]:
+        args = []
+        for option, value in (("--rt-scenarios", self.scenarios),
+                              ("--rt-intervals", self.intervals),
+                              ("--rt-tests", self.rt_tests),
+                              ("--rt-suite", self.suite), ("--rt-thresholds", self.thresholds)):
+            if value is not None:
+                args += [option, os.fspath(value)]
+        return args
+
+
+@attr.frozen
 class RunOutcome:
     place: str
     exit_code: int
@@ -38,7 +61,7 @@ def run_suite(
     out_dir: Path,
     duration_s: int,
     label: str | None = None,
-    extra_pytest_args: tuple[str, ...] = (),
+    selection: Selection = Selection(),
 ) -> RunOutcome:
     """Run the suite; ``label`` names the JUnit and console files (default: the place)."""
     label = label or place
@@ -59,7 +82,7 @@ def run_suite(
                "--rt-results", os.fspath(results), "--rt-duration", str(duration_s),
                "-p", "no:cacheprovider", "-o", f"junit_suite_name={label}",
                "-o", "junit_logging=system-out", "-o", "junit_family=xunit1",
-               *extra_pytest_args]
+               *selection.pytest_args()]
         code = subprocess.run(cmd, env=env, cwd=REPO_ROOT, check=False).returncode
     finally:
         _client(coordinator, place, "release")

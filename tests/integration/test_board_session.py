@@ -4,7 +4,6 @@ cyclictest under load, and judge it — plus a person's labgrid-client session."
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -13,6 +12,7 @@ from pathlib import Path
 import pexpect
 import pytest
 from ruamel.yaml import YAML
+from sdcard import copy_image, replace_boot_file
 
 from rtlab.paths import REPO_ROOT
 
@@ -35,14 +35,18 @@ def properties(case: ET.Element) -> dict[str, str]:
     return {p.get("name"): p.get("value") for p in case.iter("property")}
 
 
+# one case of the suite, where a test is about the path rather than the matrix
+ONE_CASE = ("--scenarios", "cpu100", "--intervals", "1000", "--rt-tests", "none")
+
+
 def test_latency_suite_passes_on_the_virtual_rt_imx6q(vlab, image, tmp_path):
     sd_image = image("imx6q", "rt")
     proc = run_rtlab("run", "--place", "imx6q-01", "--image", str(sd_image),
-                     "--out", str(tmp_path), "--duration", "3")
+                     "--out", str(tmp_path), "--duration", "3", *ONE_CASE)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
     case = only_case(tmp_path / "junit-imx6q-01.xml")
-    assert case.get("name") == "qemu-imx6q/rt/cpu/1000us"
+    assert case.get("name") == "qemu-imx6q/rt/cpu100/1000us"
     assert case.find("failure") is None and case.find("error") is None
     props = properties(case)
     assert {f"cpu{n}_max_us" for n in range(4)} <= set(props), props
@@ -65,18 +69,8 @@ def test_latency_suite_passes_on_the_virtual_rt_imx6q(vlab, image, tmp_path):
 def broken_copy(sd_image: Path, dest: Path) -> Path:
     """The image with its kernel overwritten by garbage: it boots nothing, like a board
     with a bad kernel build."""
-    dest.mkdir()
-    broken = dest / "sdcard.img"
-    shutil.copy(sd_image, broken)
-    shutil.copy(sd_image.parent / "manifest.json", dest / "manifest.json")
-    table = subprocess.run(["sfdisk", "--json", str(broken)], capture_output=True, text=True,
-                           check=True).stdout
-    offset = json.loads(table)["partitiontable"]["partitions"][0]["start"] * 512
-    garbage = dest / "zImage"
-    garbage.write_bytes(os.urandom(256 * 1024))
-    subprocess.run(["mcopy", "-o", "-i", f"{broken}@@{offset}", str(garbage), "::/zImage"],
-                   check=True)
-    subprocess.run(["bmaptool", "create", "-o", f"{broken}.bmap", str(broken)], check=True)
+    broken = copy_image(sd_image, dest)
+    replace_boot_file(broken, "zImage", os.urandom(256 * 1024))
     return broken
 
 
@@ -99,7 +93,7 @@ def broken_board_run(vlab, image, tmp_path_factory):
     broken = broken_copy(image("imx6q", "rt"), tmp_path / "broken")
     proc = run_rtlab("run", "--place", "imx6q-01", "--image", str(broken),
                      "--env", str(short_boot_env(tmp_path)), "--out", str(tmp_path / "out"),
-                     "--duration", "3")
+                     "--duration", "3", *ONE_CASE)
     return proc, tmp_path / "out"
 
 
@@ -117,6 +111,10 @@ def test_board_that_cannot_boot_is_an_error(broken_board_run):
     record = json.loads(record_file.read_text())
     assert record["verdict"] == "error"
     assert "board did not reach a shell" in record["message"]
+    # what was to run is known although the board never answered
+    assert record["name"] == "qemu-imx6q/rt/cpu100/1000us"
+    assert record["place"] == "imx6q-01"
+    assert record["loads"] == {"cpu": {"percent": 100, "min_busy_fraction": 0.3}}
 
 
 def test_boot_failure_carries_the_console_log(broken_board_run):

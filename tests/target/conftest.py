@@ -1,10 +1,15 @@
-"""Fixtures of the on-board suite: the board in a shell, its facts, thresholds."""
+"""Fixtures of the on-board suite: the board in a shell, its facts, thresholds, the suite
+file's matrix, and the start of every test case's result record."""
 
 from pathlib import Path
 
 import pytest
+from labgrid.exceptions import NoResourceFoundError
 from labgrid.resource.remote import RemotePlace
 
+from rtlab.loads import HostTraffic
+from rtlab.rttests import TESTS
+from rtlab.scenarios import load_suite
 from rtlab.suite import InfrastructureError
 from rtlab.sysinfo import read_system_info
 from rtlab.thresholds import load_thresholds
@@ -35,14 +40,26 @@ def system_info(shell):
 
 
 @pytest.fixture(scope="session")
-def board_name(request, target) -> str:
+def place(target) -> RemotePlace | None:
+    """The labgrid place of the board; None for a target with local resources."""
+    try:
+        return target.get_resource(RemotePlace)
+    except NoResourceFoundError:
+        return None
+
+
+@pytest.fixture(scope="session")
+def place_tags(place) -> dict[str, str]:
+    return dict(place.tags or {}) if place is not None else {}
+
+
+@pytest.fixture(scope="session")
+def board_name(request, place, place_tags) -> str:
     if request.config.option.rt_board:
         return request.config.option.rt_board
-    try:
-        place = target.get_resource(RemotePlace)
-    except Exception as error:
-        raise pytest.UsageError("not a remote place: give --rt-board") from error
-    board = (place.tags or {}).get("board")
+    if place is None:
+        raise pytest.UsageError("not a remote place: give --rt-board")
+    board = place_tags.get("board")
     if not board:
         raise pytest.UsageError(f"place {place.name} has no 'board' tag: give --rt-board")
     return board
@@ -57,5 +74,139 @@ def flavour(request, image_manifest) -> str:
 
 
 @pytest.fixture(scope="session")
-def thresholds(request):
-    return load_thresholds(Path(request.config.option.rt_thresholds))
+def suite(request):
+    return _suite(request.config)
+
+
+@pytest.fixture(scope="session")
+def thresholds(request, suite):
+    # scenario names are checked against the suite that runs, not the repository's
+    return load_thresholds(Path(request.config.option.rt_thresholds),
+                           (*suite.scenarios, *suite.rt_tests))
+
+
+def _suite(config):
+    return load_suite(Path(config.option.rt_suite))
+
+
+def _names(option: str, text: str | None, default: list[str], valid: list[str]) -> list[str]:
+    if text is None:
+        return default
+    if text == "none":
+        return []
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in valid]
+    if unknown:
+        raise pytest.UsageError(f"{option}: unknown {', '.join(unknown)} "
+                                f"(valid: {', '.join(valid)})")
+    return names
+
+
+def _intervals(config, suite) -> list[int]:
+    text = config.option.rt_intervals
+    if text is None:
+        return list(suite.intervals_us)
+    try:
+        intervals = [int(value) for value in text.split(",") if value.strip()]
+    except ValueError:
+        raise pytest.UsageError(f"--rt-intervals: not a list of µs: {text!r}") from None
+    if not intervals or min(intervals) <= 0:
+        raise pytest.UsageError(f"--rt-intervals: not a list of positive µs: {text!r}")
+    return intervals
+
+
+def pytest_generate_tests(metafunc):
+    """The matrix comes from the suite file, so adding a scenario is a data change."""
+    config = metafunc.config
+    if "scenario" in metafunc.fixturenames:
+        suite = _suite(config)
+        names = _names("--rt-scenarios", config.option.rt_scenarios, list(suite.scenarios),
+                       list(suite.scenarios))
+        cases = [(name, interval) for name in names for interval in _intervals(config, suite)]
+        _parametrize(metafunc, ("scenario", "interval_us"), cases,
+                     [f"{name}-{interval}us" for name, interval in cases])
+    if "rt_test" in metafunc.fixturenames:
+        suite = _suite(config)
+        tools = _names("--rt-tests", config.option.rt_tests, list(suite.rt_tests), list(TESTS))
+        _parametrize(metafunc, "rt_test", tools, tools)
+
+
+def _parametrize(metafunc, names, values, ids) -> None:
+    if values:
+        metafunc.parametrize(names, values, ids=ids)
+        return
+    # nothing selected: the test is deselected (pytest_collection_modifyitems), not
+    # reported as a skipped case of an empty matrix
+    count = len(names) if isinstance(names, tuple) else 1
+    metafunc.parametrize(names, [pytest.param(*[None] * count, marks=NOTHING_SELECTED)])
+
+
+NOTHING_SELECTED = pytest.mark.rtlab_nothing_selected
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "rtlab_nothing_selected: an empty selection")
+
+
+def pytest_collection_modifyitems(config, items):
+    deselected = [item for item in items if item.get_closest_marker(NOTHING_SELECTED.name)]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if item not in deselected]
+
+
+@pytest.fixture
+def begin_case(request, record, record_xml_attribute, board_name, flavour, place,
+               image_manifest):
+    """``begin_case(name, **facts)`` names the test case board/flavour/name and starts its
+    result record. The name and parameters go in before the board is asked anything, so
+    that even a board that never boots leaves a record that says what was to run."""
+
+    def begin(name: str, **facts) -> str:
+        case = f"{board_name}/{flavour}/{name}"
+        record_xml_attribute("name", case)
+        record.facts.update({
+            "name": case, "board": board_name, "flavour": flavour,
+            "place": place.name if place is not None else None,
+            "duration_s": request.config.option.rt_duration,
+            "image": {
+                "image_id": image_manifest.get("image_id"),
+                "kernel": {k: v for k, v in image_manifest.get("kernel", {}).items()
+                           if k != "modules"},
+                "sd_image_sha256": image_manifest.get("sd_image", {}).get("sha256"),
+            },
+            **facts,
+        })
+        record.facts["system"] = request.getfixturevalue("system_info").as_dict()
+        return case
+
+    return begin
+
+
+@pytest.fixture(scope="session")
+def host_traffic(place_tags) -> HostTraffic | None:
+    """Where the network load sends traffic, from the place's tags (set by the virtual
+    rack, or by the lab admin with `labgrid-client set-tags` on a physical rack):
+    ``net_ping`` is the address the board floods with pings and ``net_stream`` the
+    ``host:port`` at which the lab host reaches the board's stream listener."""
+    if "net_ping" not in place_tags or "net_stream" not in place_tags:
+        return None
+    host, _, port = place_tags["net_stream"].rpartition(":")
+    if not host or not port.isdigit():
+        raise pytest.UsageError(f"place tag net_stream={place_tags['net_stream']!r} "
+                                "is not host:port")
+    # the board listens on the port its side of the stream is forwarded to
+    board_port = int(place_tags.get("net_stream_board_port", port))
+    return HostTraffic(ping_address=place_tags["net_ping"], stream_host=host,
+                       stream_port=int(port), board_port=board_port)
+
+
+@pytest.fixture(scope="session")
+def progress(request):
+    """Progress of long measurements on the host's terminal, never on the board's console."""
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+
+    def say(text: str) -> None:
+        if reporter is not None:
+            reporter.write_line(f"[rtlab] {text}")
+    return say

@@ -49,13 +49,30 @@ def test_teardown_error_after_a_fail_makes_an_error():
 def test_record_is_written_whole_and_read_back(tmp_path, monkeypatch):
     monkeypatch.setenv("CI_PIPELINE_ID", "42")
     path = write_record(tmp_path, {"case": "tests/x.py::test[cpu]", "verdict": "error",
-                                   "message": "no login prompt"})
-    assert path.name == "tests_x.py__test_cpu_.json"
+                                   "message": "no login prompt",
+                                   "started": "2026-11-22T08:56:51.123456+00:00"})
+    assert path.name == "tests_x.py__test_cpu_--20261122085651123456.json"
     record = read_record(path)
     assert record["schema"] == SCHEMA
     assert record["ci"] == {"CI_PIPELINE_ID": "42"}
     assert record["verdict"] == "error"
     assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temporary left over
+
+
+def test_records_of_the_same_case_from_different_runs_are_all_kept(tmp_path):
+    first = write_record(tmp_path, {"case": "tests/x.py::test[cpu]",
+                                    "name": "imx6q/rt/cpu100/1000us", "verdict": "pass",
+                                    "started": "2026-11-22T08:56:51+00:00"})
+    second = write_record(tmp_path, {"case": "tests/x.py::test[cpu]",
+                                     "name": "imx6q/rt/cpu100/1000us", "verdict": "fail",
+                                     "started": "2026-11-22T08:57:50+00:00"})
+    assert first != second
+    assert read_record(first)["verdict"] == "pass" and read_record(second)["verdict"] == "fail"
+    with pytest.raises(FileExistsError):
+        write_record(tmp_path, {"case": "tests/x.py::test[cpu]",
+                                "name": "imx6q/rt/cpu100/1000us", "verdict": "error",
+                                "started": "2026-11-22T08:56:51+00:00"})
+    assert read_record(first)["verdict"] == "pass"
 
 
 def test_unknown_verdict_is_refused(tmp_path):

@@ -1,0 +1,216 @@
+"""The whole suite file on one virtual board (i.MX6Q, PREEMPT_RT) through the coordinator
+and exporter: every scenario × interval and every rt-test, with short windows; plus the
+isolcpus variant on a kernel command line that isolates a CPU, and loads that cannot be
+effective."""
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from sdcard import copy_image, read_boot_file, replace_boot_file
+
+from rtlab.paths import REPO_ROOT
+from rtlab.rttests import TESTS
+from rtlab.scenarios import load_suite
+
+BOARD, FLAVOUR, PLACE = "qemu-imx6q", "rt", "imx6q-01"
+# long enough that cyclictest's threads start on every CPU under the heaviest loads on the
+# emulated board: 3 s under hackbench and 5 s under the combined load at a 10 ms interval
+# left a thread with no cycle at all
+DURATION_S = "10"
+SUITE = load_suite()
+
+
+def run_rtlab(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rtlab.cli", *args], capture_output=True,
+                          text=True, cwd=REPO_ROOT, timeout=3600, check=False)
+
+
+def read_records(folder: Path) -> dict[str, dict]:
+    records = [json.loads(p.read_text()) for p in folder.glob("*.json")]
+    by_name = {r["name"]: r for r in records}
+    assert len(by_name) == len(records), "two records of one case"
+    return by_name
+
+
+def junit_cases(junit: Path) -> dict[str, ET.Element]:
+    return {case.get("name"): case for case in ET.parse(junit).getroot().iter("testcase")}
+
+
+@pytest.fixture(scope="module")
+def matrix(vlab, image, tmp_path_factory):
+    out = tmp_path_factory.mktemp("matrix")
+    proc = run_rtlab("run", "--place", PLACE, "--image", str(image("imx6q", FLAVOUR)),
+                     "--out", str(out), "--duration", DURATION_S)
+    return proc, out
+
+
+def expected_names() -> set[str]:
+    names = {f"{BOARD}/{FLAVOUR}/{scenario}/{interval}us"
+             for scenario in SUITE.scenarios for interval in SUITE.intervals_us}
+    return names | {f"{BOARD}/{FLAVOUR}/{tool}" for tool in SUITE.rt_tests}
+
+
+def test_every_case_of_the_suite_ran_and_has_a_record(matrix):
+    proc, out = matrix
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    records = read_records(out / "results")
+    assert set(records) == expected_names()
+    assert set(junit_cases(out / f"junit-{PLACE}.xml")) == expected_names()
+
+
+def skip_reason(name: str) -> str | None:
+    """The cases that cannot run on this board, and why."""
+    if "/cpu100_isolated/" in name:
+        return "the board's kernel isolates no CPU"
+    if name.endswith("/oslat"):
+        return "oslat does not run on this board"  # rt-tests 2.4 has no armhf cycle counter
+    return None
+
+
+def test_verdicts_are_passes_or_explained_skips(matrix):
+    _, out = matrix
+    for name, record in read_records(out / "results").items():
+        reason = skip_reason(name)
+        if name.endswith("/pip_stress") and record["verdict"] == "skipped":
+            # it sets up its inversion in few runs under emulation: inconclusive, not a pass
+            reason = "priority inheritance not exercised"
+        if reason is None:
+            assert record["verdict"] == "pass", (name, record["message"])
+        else:
+            assert record["verdict"] == "skipped" and reason in record["message"], (name, record)
+
+
+def test_every_load_was_proven_effective_on_the_board(matrix):
+    _, out = matrix
+    seen = set()
+    for name, record in read_records(out / "results").items():
+        if record["verdict"] != "pass" or not record.get("loads"):
+            continue
+        check = record["load_check"]
+        proofs = check["loads"]
+        assert set(proofs) == set(record["loads"]), name
+        # the CPUs were as busy as the loads ask (disk and network are judged otherwise)
+        assert check["cpu_utilisation"] >= check["min_utilisation"], name
+        assert (check["min_utilisation"] > 0) == bool(set(proofs) - {"disk", "network"}), name
+        for kind, proof in proofs.items():
+            seen.add(kind)
+            if kind == "cpu":
+                assert proof["percent"] == record["loads"]["cpu"]["percent"]
+            elif kind == "hackbench":
+                assert proof["started"] >= 1, name
+            elif kind == "disk":
+                assert proof["written_kib"] >= 8 * 1024, name
+            elif kind == "memory":
+                assert proof["workers"] == 2, name
+            elif kind == "network":
+                assert proof["echo_requests"] > 0 and proof["echo_replies"] > 0, name
+                assert proof["tcp_segments_in"] > 0 and proof["host_stream_bytes"] > 0, name
+    assert seen == {"cpu", "hackbench", "memory", "disk", "network"}
+    # the emulated board runs the scaled hackbench of suite.yaml's board_overrides
+    record = read_records(out / "results")[f"{BOARD}/{FLAVOUR}/hackbench/1000us"]
+    assert record["loads"]["hackbench"]["groups"] == 2
+
+
+def test_records_carry_system_facts_figures_and_histograms(matrix):
+    _, out = matrix
+    record = read_records(out / "results")[f"{BOARD}/{FLAVOUR}/cpu100/100us"]
+    system = record["system"]
+    assert system["preemption"] == "PREEMPT_RT" and system["realtime"] is True
+    assert system["kernel_config_source"].startswith("/boot/config-")
+    assert system["kernel_config"]["CONFIG_PREEMPT_RT"] == "y"
+    assert system["cpus"] == 4 and system["isolated_cpus"] == []
+    assert record["interval_us"] == 100 and "-i" in record["command"]
+    assert record["thresholds"]["max_us"]["source"].startswith("thresholds.yaml:")
+    assert record["schema"] == "rtlab.result/2"
+    for cpu in record["cpus"]:
+        assert cpu["samples"] > 0
+        assert sum(cpu["histogram"].values()) + cpu["overflows"] == cpu["samples"]
+        assert set(cpu["percentiles_us"]) == {"p50", "p99", "p99_9", "p99_99"}
+
+    functional = read_records(out / "results")[f"{BOARD}/{FLAVOUR}/pi_stress"]["functional"]
+    assert functional["verdict"] == "pass" and functional["inversions"] > 0
+    pairs = read_records(out / "results")[f"{BOARD}/{FLAVOUR}/ptsematest"]["threads"]
+    assert [t["cpu"] for t in pairs] == [0, 1, 2, 3] and all(t["samples"] > 0 for t in pairs)
+    assert set(SUITE.rt_tests) <= set(TESTS)
+
+
+@pytest.fixture(scope="module")
+def isolated_image(image, tmp_path_factory):
+    """The rt image with isolcpus=3 on its kernel command line."""
+    sd_image = copy_image(image("imx6q", FLAVOUR), tmp_path_factory.mktemp("iso") / "img")
+    conf = read_boot_file(sd_image, "extlinux/extlinux.conf").decode()
+    assert "    APPEND " in conf
+    replace_boot_file(sd_image, "extlinux/extlinux.conf",
+                      conf.replace("    APPEND ", "    APPEND isolcpus=3 ").encode())
+    return sd_image
+
+
+# what this test judges is where cyclictest and the load run, not the figures: on the
+# emulated board an isolated CPU wakes seconds late (4.5 s max and 1535 of 10000 cycles
+# in 10 s at 1 ms were seen), which the repository's virtual limits rightly fail
+WIDE_THRESHOLDS = f"""\
+boards:
+  {BOARD}:
+    flavours:
+      {FLAVOUR}: {{max_us: 100000000}}
+"""
+
+
+def test_isolated_variant_measures_only_the_isolated_cpu(vlab, isolated_image, tmp_path):
+    thresholds = tmp_path / "thresholds.yaml"
+    thresholds.write_text(WIDE_THRESHOLDS)
+    proc = run_rtlab("run", "--place", PLACE, "--image", str(isolated_image),
+                     "--out", str(tmp_path), "--duration", DURATION_S,
+                     "--scenarios", "cpu100_isolated,cpu100", "--intervals", "1000",
+                     "--rt-tests", "none", "--thresholds", str(thresholds))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    records = read_records(tmp_path / "results")
+    isolated = records[f"{BOARD}/{FLAVOUR}/cpu100_isolated/1000us"]
+    assert isolated["verdict"] == "pass"
+    assert isolated["system"]["isolated_cpus"] == [3]
+    assert "isolcpus=3" in isolated["system"]["cmdline"]
+    assert [c["cpu"] for c in isolated["cpus"]] == [3]
+    assert isolated["load_cpus"] == [0, 1, 2]
+    # utilisation of the CPUs the load may use: the idle isolated CPU does not dilute it
+    assert isolated["load_check"]["cpu_utilisation"] >= 0.7
+    # -S, like the loads, keeps to the CPUs the scheduler uses by default
+    everywhere = records[f"{BOARD}/{FLAVOUR}/cpu100/1000us"]
+    assert everywhere["verdict"] == "pass"
+    assert [c["cpu"] for c in everywhere["cpus"]] == [0, 1, 2]
+    assert everywhere["load_cpus"] == [0, 1, 2]
+
+
+INEFFECTIVE_SUITE = """\
+cyclictest: {intervals_us: [1000], histogram_us: 400, priority: 90}
+scenarios:
+  # /proc takes no new files (even from root, whom the directory's permissions let in)
+  disk_readonly:
+    loads: {disk: {dir: /proc, block_kib: 1024, blocks: 8}}
+"""
+
+
+def test_an_ineffective_load_is_an_error_never_a_verdict(vlab, image, tmp_path):
+    """End to end for one load; every other proof's failure is a unit test of rtlab.loads
+    and rtlab.measure, through the same exception and the same fixture."""
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(INEFFECTIVE_SUITE)
+    thresholds = tmp_path / "thresholds.yaml"
+    thresholds.write_text(WIDE_THRESHOLDS)
+    proc = run_rtlab("run", "--place", PLACE, "--image", str(image("imx6q", FLAVOUR)),
+                     "--out", str(tmp_path / "out"), "--duration", "3",
+                     "--suite", str(suite), "--thresholds", str(thresholds),
+                     "--rt-tests", "none")
+    assert proc.returncode != 0
+    name = f"{BOARD}/{FLAVOUR}/disk_readonly/1000us"
+    (record,) = read_records(tmp_path / "out" / "results").values()
+    assert record["name"] == name
+    assert record["verdict"] == "error"
+    assert record["message"].startswith(
+        "rtlab.loads.LoadNotEffective: load not effective: disk writes to /proc stopped: "
+        "\"failed: dd: "), record["message"]
+    case = junit_cases(tmp_path / "out" / f"junit-{PLACE}.xml")[name]
+    assert case.find("error") is not None and case.find("failure") is None
