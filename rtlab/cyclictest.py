@@ -29,11 +29,11 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from email.utils import parsedate_to_datetime
 from fractions import Fraction
-from typing import Any
 
 import attr
+
+from .jsonfields import Fields, no_constants, no_duplicates
 
 CYCLICTEST = "cyclictest"
 # cyclictest's own limit (HIST_MAX); asking for more is silently cut down
@@ -210,8 +210,8 @@ def parse_json(text: str, source: str, *, expected_threads: int | None = None) -
         return CyclictestParseError(f"{source}: {what}")
 
     try:
-        doc = json.loads(text, object_pairs_hook=_no_duplicates,
-                         parse_constant=_no_constants)
+        doc = json.loads(text, object_pairs_hook=no_duplicates,
+                         parse_constant=no_constants)
     except json.JSONDecodeError as error:
         if re.match(r"-?nan\b", text[error.pos:]):
             # what rt-tests prints as the average of a thread with no samples
@@ -224,7 +224,7 @@ def parse_json(text: str, source: str, *, expected_threads: int | None = None) -
     if not isinstance(doc, dict):
         raise fail(f"expected a JSON object at the top, got {type(doc).__name__}")
 
-    fields = _Fields(doc, "", fail)
+    fields = Fields(doc, "", fail)
     file_version = fields.integer("file_version", low=1)
     # rt-tests 2.4 writes these two keys with a stray colon; accept the fixed spelling too
     cmdline = fields.string("cmdline:", "cmdline")
@@ -239,7 +239,7 @@ def parse_json(text: str, source: str, *, expected_threads: int | None = None) -
     num_threads = fields.integer("num_threads", low=1)
     resolution_in_ns = fields.integer("resolution_in_ns")
 
-    info = _Fields(fields.mapping("sysinfo"), "sysinfo.", fail)
+    info = Fields(fields.mapping("sysinfo"), "sysinfo.", fail)
     realtime = info.integer("realtime")
     if realtime not in (0, 1):
         raise fail(f"sysinfo.realtime must be 0 or 1, got {realtime}")
@@ -290,7 +290,7 @@ def _parse_thread(
     where = f"thread.{index}."
     if not isinstance(node, dict):
         raise fail(f"thread {index} must be an object, got {type(node).__name__}")
-    fields = _Fields(node, where, fail)
+    fields = Fields(node, where, fail)
     cycles = fields.integer("cycles")
     if cycles == 0:
         raise fail(f"thread {index} has 0 cycles: it never measured")
@@ -343,67 +343,6 @@ def _thread_order(key: str) -> int:
     return int(key) if key.isdigit() else -1
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise ValueError(f"duplicate key {key!r}")
-        result[key] = value
-    return result
-
-
-def _no_constants(name: str) -> None:
-    raise ValueError(f"{name} is not a number cyclictest writes")
-
-
-@attr.frozen
-class _Fields:
-    """Typed access to one JSON object; every complaint names the key path."""
-
-    node: dict[str, Any]
-    prefix: str
-    fail: Callable[[str], CyclictestParseError]
-
-    def _get(self, *names: str) -> Any:  # noqa: ANN401
-        for name in names:
-            if name in self.node:
-                return self.node[name]
-        raise self.fail(f"missing '{self.prefix}{names[-1]}'")
-
-    def integer(self, name: str, low: int | None = 0) -> int:
-        value = self._get(name)
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise self.fail(f"'{self.prefix}{name}' must be an integer, got {value!r}")
-        if low is not None and value < low:
-            raise self.fail(f"'{self.prefix}{name}' must be >= {low}, got {value}")
-        return value
-
-    def number(self, name: str) -> float:
-        value = self._get(name)
-        if not isinstance(value, int | float) or isinstance(value, bool):
-            raise self.fail(f"'{self.prefix}{name}' must be a number, got {value!r}")
-        if value < 0:
-            raise self.fail(f"'{self.prefix}{name}' must be >= 0, got {value}")
-        return float(value)
-
-    def string(self, *names: str) -> str:
-        value = self._get(*names)
-        if not isinstance(value, str):
-            raise self.fail(f"'{self.prefix}{names[-1]}' must be a string, got {value!r}")
-        return value
-
-    def date(self, name: str) -> datetime:
-        text = self.string(name)
-        try:
-            return parsedate_to_datetime(text)
-        except (TypeError, ValueError) as error:
-            raise self.fail(f"'{self.prefix}{name}' is not a date: {text!r}") from error
-
-    def mapping(self, name: str) -> dict[str, Any]:
-        value = self._get(name)
-        if not isinstance(value, dict):
-            raise self.fail(f"'{self.prefix}{name}' must be an object, got {value!r}")
-        return value
 
 
 # ------------------------------------------------------------------ histogram ----

@@ -43,17 +43,16 @@ tests/data/rttests/README.md, and in the rt-tests sources where a board cannot s
 """
 
 import json
-import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from email.utils import parsedate_to_datetime
 from enum import StrEnum
 from typing import Any
 
 import attr
 
 from rtlab.cyclictest import SysInfo
+from rtlab.jsonfields import Fields, no_constants, no_duplicates
 
 RT_TESTS_VERSION = "2.40"
 
@@ -436,9 +435,9 @@ def parse_pair_json(
     pairs = []
     for index, node in _threads(doc, fail, expected_threads):
         where = f"thread.{index}."
-        pair = _Obj(node, where, fail)
-        sender = _Obj(pair.mapping("sender"), f"{where}sender.", fail)
-        receiver = _Obj(pair.mapping("receiver"), f"{where}receiver.", fail)
+        pair = Fields(node, where, fail)
+        sender = Fields(pair.mapping("sender"), f"{where}sender.", fail)
+        receiver = Fields(pair.mapping("receiver"), f"{where}receiver.", fail)
         samples = sender.integer("samples")
         if samples == 0:
             raise fail(f"pair {index} sent nothing: it never measured")
@@ -463,7 +462,7 @@ def parse_signaltest_json(
     doc, run, kernel, fail = _load("signaltest", text, source, argv)
     threads = []
     for index, node in _threads(doc, fail, expected_threads):
-        fields = _Obj(node, f"thread.{index}.", fail)
+        fields = Fields(node, f"thread.{index}.", fail)
         cycles = fields.integer("cycles")
         if cycles == 0:
             raise fail(f"thread {index} has 0 cycles: the signal never went round")
@@ -489,7 +488,7 @@ def parse_oslat_json(
     biased = "-B" in words or "--bias" in words
     cpus = []
     for index, node in _threads(doc, fail, expected_threads):
-        fields = _Obj(node, f"thread.{index}.", fail)
+        fields = Fields(node, f"thread.{index}.", fail)
         cpu = fields.integer("cpu")
         min_us = fields.integer("min", low=1)
         max_us = fields.integer("max", low=1)
@@ -527,7 +526,7 @@ def parse_oslat_json(
 
 
 def _min_avg_max(
-    fields: "_Obj", what: str, fail: Callable[[str], RtTestsParseError]
+    fields: Fields, what: str, fail: Callable[[str], RtTestsParseError]
 ) -> tuple[int, float, int]:
     min_us = fields.integer("min")
     max_us = fields.integer("max")
@@ -572,7 +571,7 @@ def _load(
     if not clean.strip():
         raise fail("empty: no JSON written (did the tool run?)")
     try:
-        doc = json.loads(clean, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
+        doc = json.loads(clean, object_pairs_hook=no_duplicates, parse_constant=no_constants)
     except json.JSONDecodeError as error:
         truncated = " (truncated?)" if error.pos >= len(clean.rstrip()) else ""
         raise fail(f"invalid JSON at line {error.lineno} column {error.colno}: "
@@ -582,7 +581,7 @@ def _load(
     if not isinstance(doc, dict):
         raise fail(f"expected a JSON object at the top, got {type(doc).__name__}")
 
-    fields = _Obj(doc, "", fail)
+    fields = Fields(doc, "", fail)
     fields.integer("file_version", low=1)
     cmdline = fields.string("cmdline:", "cmdline")
     words = cmdline.split()
@@ -597,7 +596,7 @@ def _load(
     if end_time < start_time:
         raise fail(f"end_time {end_time} is before start_time {start_time}")
     return_code = fields.integer("return_code", low=None)
-    info = _Obj(fields.mapping("sysinfo"), "sysinfo.", fail)
+    info = Fields(fields.mapping("sysinfo"), "sysinfo.", fail)
     realtime = info.integer("realtime")
     if realtime not in (0, 1):
         raise fail(f"sysinfo.realtime must be 0 or 1, got {realtime}")
@@ -618,7 +617,7 @@ def _load(
 def _threads(
     doc: dict[str, Any], fail: Callable[[str], RtTestsParseError], expected: int | None
 ) -> list[tuple[int, dict[str, Any]]]:
-    fields = _Obj(doc, "", fail)
+    fields = Fields(doc, "", fail)
     count = fields.integer("num_threads", low=1)
     threads = fields.mapping("thread")
     keys = [str(index) for index in range(len(threads))]
@@ -637,68 +636,6 @@ def _threads(
     return result
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise ValueError(f"duplicate key {key!r}")
-        result[key] = value
-    return result
-
-
-def _no_constants(name: str) -> None:
-    # signaltest prints "-nan"/"nan" averages when a thread has no cycles
-    raise ValueError(f"{name} is not a number")
-
-
-@attr.frozen
-class _Obj:
-    """Typed access to one JSON object; every complaint names the key path."""
-
-    node: dict[str, Any]
-    prefix: str
-    fail: Callable[[str], RtTestsParseError]
-
-    def _get(self, *names: str) -> Any:  # noqa: ANN401
-        for name in names:
-            if name in self.node:
-                return self.node[name]
-        raise self.fail(f"missing '{self.prefix}{names[-1]}'")
-
-    def integer(self, name: str, low: int | None = 0) -> int:
-        value = self._get(name)
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise self.fail(f"'{self.prefix}{name}' must be an integer, got {value!r}")
-        if low is not None and value < low:
-            raise self.fail(f"'{self.prefix}{name}' must be >= {low}, got {value}")
-        return value
-
-    def number(self, name: str) -> float:
-        value = self._get(name)
-        if not isinstance(value, int | float) or isinstance(value, bool):
-            raise self.fail(f"'{self.prefix}{name}' must be a number, got {value!r}")
-        if value < 0 or not math.isfinite(value):
-            raise self.fail(f"'{self.prefix}{name}' must be a finite number >= 0, got {value}")
-        return float(value)
-
-    def string(self, *names: str) -> str:
-        value = self._get(*names)
-        if not isinstance(value, str):
-            raise self.fail(f"'{self.prefix}{names[-1]}' must be a string, got {value!r}")
-        return value
-
-    def date(self, name: str) -> datetime:
-        text = self.string(name)
-        try:
-            return parsedate_to_datetime(text)
-        except (TypeError, ValueError) as error:
-            raise self.fail(f"'{self.prefix}{name}' is not a date: {text!r}") from error
-
-    def mapping(self, name: str) -> dict[str, Any]:
-        value = self._get(name)
-        if not isinstance(value, dict):
-            raise self.fail(f"'{self.prefix}{name}' must be an object, got {value!r}")
-        return value
 
 
 # --------------------------------------------------------------- functional ----
@@ -774,7 +711,7 @@ def parse_pi_stress(
         doc, run, json_kernel, fail = _load("pi_stress", json_text, f"{source} (JSON)", argv)
         if run.return_code != 0:
             raise fail(f"return_code {run.return_code} but pi_stress exited 0")
-        inversions = _Obj(doc, "", fail).integer("inversion")
+        inversions = Fields(doc, "", fail).integer("inversion")
         if inversions != total:
             raise fail(f"{inversions} inversions in the JSON, {total} in the summary")
     if total == 0:

@@ -216,7 +216,7 @@ def _delete(path: str):
     (_set("thread.1.cycles", 0), "thread 1 has 0 cycles"),
     (_set("thread.0.max", 5), "thread 0: max 5 < min 12"),
     (_set("thread.0.min", -3), "'thread.0.min' must be >= 0, got -3"),
-    (_set("thread.1.avg", -1.5), "'thread.1.avg' must be >= 0"),
+    (_set("thread.1.avg", -1.5), "'thread.1.avg' must be a finite number >= 0"),
     (_set("thread.0.avg", 500.0), "avg 500.0 outside min 12..max 200"),
     (_set("thread.0.cycles", "3000"), "'thread.0.cycles' must be an integer"),
     (_set("thread.0.cycles", True), "'thread.0.cycles' must be an integer"),
