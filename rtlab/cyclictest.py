@@ -70,10 +70,10 @@ def build_command(
     cycle numbers per thread by default) is printed on the console after the run, where a
     serial line is slow and kernel messages get mixed into it.
     """
-    _require_int("interval_us", interval_us, 1, None)
-    _require_int("duration_s", duration_s, 1, None)
-    _require_int("priority", priority, 1, 99)
-    _require_int("histogram_us", histogram_us, 1, MAX_HISTOGRAM_US)
+    require_int("interval_us", interval_us, 1, None)
+    require_int("duration_s", duration_s, 1, None)
+    require_int("priority", priority, 1, 99)
+    require_int("histogram_us", histogram_us, 1, MAX_HISTOGRAM_US)
     if not json_path:
         raise ValueError("json_path must not be empty")
     if histfile_path is not None and not histfile_path:
@@ -96,7 +96,8 @@ def build_command(
     return argv
 
 
-def _require_int(name: str, value: object, low: int, high: int | None) -> None:
+def require_int(name: str, value: object, low: int, high: int | None) -> None:
+    """Refuse a command parameter that is not an integer in low..high (None: no bound)."""
     if not isinstance(value, int) or isinstance(value, bool):
         raise ValueError(f"{name} must be an integer, got {value!r}")
     if value < low or (high is not None and value > high):

@@ -51,7 +51,7 @@ from typing import Any
 
 import attr
 
-from rtlab.cyclictest import SysInfo
+from rtlab.cyclictest import SysInfo, require_int
 from rtlab.jsonfields import Fields, no_constants, no_duplicates
 
 RT_TESTS_VERSION = "2.40"
@@ -180,9 +180,9 @@ def sigwaittest_command(
 def _pair_command(
     name: str, duration_s: int, json_path: str, priority: int, interval_us: int
 ) -> list[str]:
-    _require_int("duration_s", duration_s, 1, None)
-    _require_int("priority", priority, 1, 99)
-    _require_int("interval_us", interval_us, 1, None)
+    require_int("duration_s", duration_s, 1, None)
+    require_int("priority", priority, 1, 99)
+    require_int("interval_us", interval_us, 1, None)
     _require_path(json_path)
     return _fill(name, {"duration_s": duration_s, "json_path": json_path,
                         "priority": priority, "interval_us": interval_us})
@@ -192,10 +192,10 @@ def signaltest_command(
     *, duration_s: int, json_path: str, priority: int = 90, threads: int = 2
 ) -> list[str]:
     """A ring of ``threads`` threads (thread N on CPU N) at ``priority``, memory locked."""
-    _require_int("duration_s", duration_s, 1, None)
-    _require_int("priority", priority, 1, 99)
+    require_int("duration_s", duration_s, 1, None)
+    require_int("priority", priority, 1, 99)
     # signaltest refuses fewer than 2 (usage, exit 0)
-    _require_int("threads", threads, 2, None)
+    require_int("threads", threads, 2, None)
     _require_path(json_path)
     return _fill("signaltest", {"duration_s": duration_s, "json_path": json_path,
                                 "priority": priority, "threads": threads})
@@ -213,8 +213,8 @@ def oslat_command(
     CPU 0 is refused: oslat's main thread lives there, and with a SCHED_FIFO loop beside
     it the emulated Pi hung (oslat itself warns that it may).
     """
-    _require_int("duration_s", duration_s, 1, None)
-    _require_int("priority", priority, 1, 99)
+    require_int("duration_s", duration_s, 1, None)
+    require_int("priority", priority, 1, 99)
     _require_path(json_path)
     if not _CPUSET.match(cpus):
         raise ValueError(f"cpus must be a CPU list like '1' or '1-3', got {cpus!r}")
@@ -230,7 +230,7 @@ def pi_stress_command(*, duration_s: int, json_path: str) -> list[str]:
     Run it in a process group of its own (e.g. ``setsid``): on a deadlock pi_stress
     sends SIGTERM to its whole process group.
     """
-    _require_int("duration_s", duration_s, 1, None)
+    require_int("duration_s", duration_s, 1, None)
     _require_path(json_path)
     return _fill("pi_stress", {"duration_s": duration_s, "json_path": json_path})
 
@@ -247,14 +247,6 @@ def _cpu_list(cpus: str) -> set[int]:
         low, _, high = part.partition("-")
         result.update(range(int(low), int(high or low) + 1))
     return result
-
-
-def _require_int(name: str, value: object, low: int, high: int | None) -> None:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    if value < low or (high is not None and value > high):
-        bound = f"{low}..{high}" if high is not None else f">= {low}"
-        raise ValueError(f"{name} must be {bound}, got {value}")
 
 
 def _require_path(json_path: str) -> None:
@@ -663,7 +655,7 @@ def parse_pi_stress(
     summary with inversions, a run as long as asked for and a JSON file that agrees.
     Anything else raises :class:`RtTestsParseError`.
     """
-    _require_int("exit_status", exit_status, -255, 255)
+    require_int("exit_status", exit_status, -255, 255)
     out, kernel = _lines(stdout)
     err, err_kernel = _lines(stderr)
     kernel += err_kernel
@@ -746,7 +738,7 @@ def parse_pip_stress(
     """The verdict of one pip_stress run: its single line decides, since the exit status
     is 0 either way. A non-zero status means it failed before the test (e.g. no
     permission for SCHED_FIFO) and raises."""
-    _require_int("exit_status", exit_status, -255, 255)
+    require_int("exit_status", exit_status, -255, 255)
     out, kernel = _lines(stdout)
     err, err_kernel = _lines(stderr)
     check_console("pip_stress", f"{stdout}\n{stderr}", source)
@@ -855,7 +847,7 @@ def board_run(tool: str, *, duration_s: int, cpus: int, priority: int,
     deadlock into exit status 137 (SIGKILL)."""
     if tool not in TESTS:
         raise ValueError(f"unknown rt-test {tool!r} (valid: {', '.join(TESTS)})")
-    _require_int("cpus", cpus, 1, None)
+    require_int("cpus", cpus, 1, None)
     timeout = ["timeout", "-s", "KILL", str(duration_s + HANG_MARGIN_S)]
     if tool in ("ptsematest", "pmqtest", "sigwaittest"):
         argv = _pair_command(tool, duration_s, json_path, priority, 1000)
