@@ -173,6 +173,15 @@ class CpuResult:
 
 
 @attr.frozen
+class NoWakeup:
+    """A measurement thread that recorded no wake-up in the whole run (cycles 0, average
+    nan): at its priority it was kept off its CPU for longer than the run lasted."""
+
+    thread: int
+    cpu: int | None
+
+
+@attr.frozen
 class SysInfo:
     sysname: str
     nodename: str
@@ -197,10 +206,14 @@ class CyclictestResult:
     # the -h range read back from cmdline; None when the run had no histogram
     histogram_range_us: int | None
     cpus: tuple[CpuResult, ...]
+    """The threads that measured, in thread order."""
+    no_wakeup: tuple[NoWakeup, ...] = ()
+    """The threads that never woke: no figures, and a latency longer than the run."""
 
     @property
-    def max_us(self) -> int:
-        return max(cpu.max_us for cpu in self.cpus)
+    def max_us(self) -> int | None:
+        """The worst latency seen; None when no thread woke at all."""
+        return max((cpu.max_us for cpu in self.cpus), default=None)
 
 
 def parse_json(text: str, source: str, *, expected_threads: int | None = None) -> CyclictestResult:
@@ -210,18 +223,7 @@ def parse_json(text: str, source: str, *, expected_threads: int | None = None) -
     def fail(what: str) -> CyclictestParseError:
         return CyclictestParseError(f"{source}: {what}")
 
-    try:
-        doc = json.loads(text, object_pairs_hook=no_duplicates,
-                         parse_constant=no_constants)
-    except json.JSONDecodeError as error:
-        if re.match(r"-?nan\b", text[error.pos:]):
-            # what rt-tests prints as the average of a thread with no samples
-            raise fail(f"line {error.lineno}: a thread's average is nan: it recorded no "
-                       "cycles, so it never ran in the measurement window") from error
-        raise fail(f"invalid JSON at line {error.lineno} column {error.colno}: {error.msg}"
-                   + (" (truncated?)" if error.pos >= len(text.rstrip()) else "")) from error
-    except ValueError as error:
-        raise fail(f"invalid JSON: {error}") from error
+    doc = _decode(text, fail)
     if not isinstance(doc, dict):
         raise fail(f"expected a JSON object at the top, got {type(doc).__name__}")
 
@@ -259,15 +261,46 @@ def parse_json(text: str, source: str, *, expected_threads: int | None = None) -
         raise fail(f"num_threads is {num_threads} but the thread section has {len(threads)}")
     if expected_threads is not None and num_threads != expected_threads:
         raise fail(f"{num_threads} threads measured, {expected_threads} requested")
-    cpus = tuple(
-        _parse_thread(int(key), threads[key], range_us, fail) for key in expected_keys
-    )
+    parsed = [_parse_thread(int(key), threads[key], range_us, fail) for key in expected_keys]
     return CyclictestResult(
         source=source, file_version=file_version, rt_test_version=rt_test_version,
         cmdline=cmdline, start_time=start_time, end_time=end_time, return_code=return_code,
         sysinfo=sysinfo, num_threads=num_threads, resolution_in_ns=resolution_in_ns,
-        histogram_range_us=range_us, cpus=cpus,
+        histogram_range_us=range_us,
+        cpus=tuple(thread for thread in parsed if isinstance(thread, CpuResult)),
+        no_wakeup=tuple(thread for thread in parsed if isinstance(thread, NoWakeup)),
     )
+
+
+def _decode(text: str, fail: Callable[[str], CyclictestParseError]) -> object:
+    try:
+        try:
+            return _load(text)
+        except json.JSONDecodeError as error:
+            if not _bare_nan(text, error):
+                raise
+            # rt-tests prints the average of a thread without samples (0/0) as a bare nan;
+            # read it as null, which _parse_thread accepts only where cycles is 0
+            text = _NAN_AVERAGE.sub(r"\1null", text)
+            return _load(text)
+    except json.JSONDecodeError as error:
+        if _bare_nan(text, error):
+            raise fail(f"line {error.lineno}: nan outside a thread's average") from error
+        raise fail(f"invalid JSON at line {error.lineno} column {error.colno}: {error.msg}"
+                   + (" (truncated?)" if error.pos >= len(text.rstrip()) else "")) from error
+    except ValueError as error:
+        raise fail(f"invalid JSON: {error}") from error
+
+
+def _load(text: str) -> object:
+    return json.loads(text, object_pairs_hook=no_duplicates, parse_constant=no_constants)
+
+
+def _bare_nan(text: str, error: json.JSONDecodeError) -> bool:
+    return re.match(r"-?nan\b", text[error.pos:]) is not None
+
+
+_NAN_AVERAGE = re.compile(r'("avg"\s*:\s*)-?nan\b')
 
 
 def histogram_range(cmdline: str) -> int | None:
@@ -287,18 +320,23 @@ def histogram_range(cmdline: str) -> int | None:
 
 def _parse_thread(
     index: int, node: object, range_us: int | None, fail: Callable[[str], CyclictestParseError]
-) -> CpuResult:
+) -> "CpuResult | NoWakeup":
     where = f"thread.{index}."
     if not isinstance(node, dict):
         raise fail(f"thread {index} must be an object, got {type(node).__name__}")
     fields = Fields(node, where, fail)
     cycles = fields.integer("cycles")
-    if cycles == 0:
-        raise fail(f"thread {index} has 0 cycles: it never measured")
-    min_us = fields.integer("min")
-    max_us = fields.integer("max")
-    avg_us = fields.number("avg")
     cpu = fields.integer("cpu", low=-1)
+    max_us = fields.integer("max")
+    if cycles == 0:
+        # the thread never came back from its first sleep before cyclictest stopped it
+        if node.get("avg") is not None or max_us != 0 or node.get("histogram"):
+            raise fail(f"thread {index} has 0 cycles but figures or histogram samples")
+        return NoWakeup(thread=index, cpu=None if cpu == -1 else cpu)
+    if node.get("avg") is None:
+        raise fail(f"thread {index} has {cycles} cycles but its average is nan")
+    min_us = fields.integer("min")
+    avg_us = fields.number("avg")
     if max_us < min_us:
         raise fail(f"thread {index}: max {max_us} < min {min_us}")
     # avg is printed with 2 decimals, so allow that much rounding
@@ -568,12 +606,18 @@ def cross_check(result: CyclictestResult, histogram: Histogram) -> None:
     def fail(what: str) -> CyclictestParseError:
         return CyclictestParseError(f"{histogram.source} vs {result.source}: {what}")
 
-    if len(histogram.columns) != len(result.cpus):
-        raise fail(f"{len(histogram.columns)} histogram threads, {len(result.cpus)} in JSON")
+    if len(histogram.columns) != result.num_threads:
+        raise fail(f"{len(histogram.columns)} histogram threads, {result.num_threads} in JSON")
     if result.histogram_range_us not in (None, histogram.range_us):
         raise fail(f"histogram range {histogram.range_us} µs, JSON command line asked for "
                    f"{result.histogram_range_us} µs")
-    for column, cpu in zip(histogram.columns, result.cpus, strict=True):
+    silent = {thread.thread for thread in result.no_wakeup}
+    for index, column in enumerate(histogram.columns):
+        if index in silent and column.samples:
+            raise fail(f"thread {index}: {column.samples} samples in the histogram, "
+                       "none in JSON")
+    measured = [c for index, c in enumerate(histogram.columns) if index not in silent]
+    for column, cpu in zip(measured, result.cpus, strict=True):
         mine = (column.samples, column.min_us, column.max_us)
         theirs = (cpu.cycles, cpu.min_us, cpu.max_us)
         if mine != theirs:

@@ -66,7 +66,8 @@ def format_table(records: list[dict[str, Any]]) -> str:
     header = ("board", "flavour", "kernel", "case", "per-CPU max/avg µs", "verdict")
     rows = [header]
     for record in sorted(records, key=lambda r: (r.get("name") or r["case"], r["started"])):
-        cpus = " ".join(f"{c['max_us']}/{c['avg_us']:g}" for c in record.get("cpus", []))
+        cpus = " ".join("no wake-up" if c.get("no_wakeup") else f"{c['max_us']}/{c['avg_us']:g}"
+                        for c in record.get("cpus", []))
         cpus = cpus or " ".join(f"{t['max_us']}/{t['avg_us']:g}"
                                 for t in record.get("threads", []) if t.get("gated"))
         system = record.get("system", {})

@@ -2,13 +2,15 @@
 
 import datetime
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import attr
 import pytest
 
-from .cyclictest import CpuResult
+from .cyclictest import CpuResult, NoWakeup
+from .thresholds import Threshold, format_us
 
 
 class InfrastructureError(Exception):
@@ -83,6 +85,27 @@ def cpu_figures(cpu: CpuResult) -> dict[str, float | None]:
     if cpu.histogram is not None:
         figures["p99_9"] = cpu.percentiles()["p99_9"].value_us
     return figures
+
+
+def no_wakeup_facts(thread: NoWakeup) -> dict[str, Any]:
+    """A CPU whose measurement thread never woke, as the result record keeps it."""
+    return {"cpu": thread.cpu, "thread": thread.thread, "samples": 0, "min_us": None,
+            "avg_us": None, "max_us": None, "overflows": None, "no_wakeup": True}
+
+
+def no_wakeup_violation(thread: NoWakeup, duration_s: int,
+                        thresholds: Mapping[str, Threshold]) -> str:
+    """Why a thread that never woke fails the case whatever its limits: at its priority it
+    waited longer than the whole window, past any latency limit (and a gate passes only
+    what it has seen)."""
+    where = f"CPU{thread.cpu}" if thread.cpu is not None else f"thread {thread.thread}"
+    message = (f"{where} never woke in the {duration_s} s window (0 samples): its latency "
+               "outlasted the window")
+    limit = thresholds.get("max_us")
+    if limit is not None:
+        cited = f"{limit.source}: {limit.reason}" if limit.reason else limit.source
+        message += f", not shown under max_us {format_us(limit.value)} ({cited})"
+    return message
 
 
 def cpu_facts(cpu: CpuResult) -> dict[str, Any]:

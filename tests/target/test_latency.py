@@ -6,7 +6,13 @@ import pytest
 
 from rtlab import cyclictest
 from rtlab.measure import ProgramFailed, run_window
-from rtlab.suite import InfrastructureError, cpu_facts, cpu_figures
+from rtlab.suite import (
+    InfrastructureError,
+    cpu_facts,
+    cpu_figures,
+    no_wakeup_facts,
+    no_wakeup_violation,
+)
 from rtlab.thresholds import check
 
 JSON_ON_BOARD = "/tmp/rtlab-cyclictest.json"
@@ -73,18 +79,23 @@ def measurement(request, begin_case, board_name, flavour, thresholds, record, su
     text = "\n".join(shell.run_check(f"cat {JSON_ON_BOARD}"))
     result = cyclictest.parse_json(text, source=f"{case}: {JSON_ON_BOARD}",
                                    expected_threads=measured)
-    record.facts["cpus"] = [cpu_facts(cpu) for cpu in result.cpus]
+    per_thread = [(cpu.thread, cpu_facts(cpu)) for cpu in result.cpus]
+    per_thread += [(silent.thread, no_wakeup_facts(silent)) for silent in result.no_wakeup]
+    record.facts["cpus"] = [facts for _, facts in sorted(per_thread, key=lambda t: t[0])]
+    for silent in result.no_wakeup:
+        record_property(f"cpu{silent.cpu}_samples", 0)
     for cpu in result.cpus:
         record_property(f"cpu{cpu.cpu}_max_us", cpu.max_us)
         record_property(f"cpu{cpu.cpu}_avg_us", cpu.avg_us)
         p99_9 = cpu_figures(cpu).get("p99_9")
         if p99_9 is not None:
             record_property(f"cpu{cpu.cpu}_p99_9_us", p99_9)
-    return result, limits
+    return result, limits, duration_s
 
 
 def test_latency(measurement):
-    result, limits = measurement
-    violations = [v for cpu in result.cpus
-                  for v in check(cpu_figures(cpu), limits, cpu.cpu)]
-    assert not violations, "; ".join(v.message for v in violations)
+    result, limits, duration_s = measurement
+    violations = [no_wakeup_violation(silent, duration_s, limits) for silent in result.no_wakeup]
+    violations += [v.message for cpu in result.cpus
+                   for v in check(cpu_figures(cpu), limits, cpu.cpu)]
+    assert not violations, "; ".join(violations)

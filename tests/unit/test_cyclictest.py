@@ -11,6 +11,7 @@ import pytest
 
 from rtlab.cyclictest import (
     CyclictestParseError,
+    NoWakeup,
     build_command,
     cross_check,
     histogram_range,
@@ -170,13 +171,44 @@ def test_truncated_json_is_refused_with_line_and_column():
     assert "truncated?" in message
 
 
-def test_threads_that_never_ran_are_refused_as_such():
-    # real output: under hackbench on the emulated board two threads got no cycle at all
-    name = "broken-nocycles-imx6q-rt-hackbench-3s.json"
-    with pytest.raises(CyclictestParseError, match=(
-            rf"^{name}: line 50: a thread's average is nan: it recorded no cycles, so it "
-            "never ran in the measurement window$")):
-        parse_json(text(name), name, expected_threads=4)
+def test_threads_that_never_woke_are_kept_apart_from_the_measured_ones():
+    # real output: under hackbench on the emulated board two threads got no cycle at all,
+    # and rt-tests printed their average as a bare nan (0/0), which is not JSON
+    name = "nowakeup-imx6q-rt-hackbench-3s.json"
+    result = parse_json(text(name), name, expected_threads=4)
+    assert [(c.thread, c.cpu, c.cycles, c.max_us) for c in result.cpus] == [
+        (0, 0, 592, 58732), (1, 1, 202, 27108)]
+    assert result.no_wakeup == (NoWakeup(thread=2, cpu=2), NoWakeup(thread=3, cpu=3))
+    assert result.max_us == 58732
+
+
+def test_a_nan_average_needs_zero_cycles_and_no_figures():
+    original = text("nowakeup-imx6q-rt-hackbench-3s.json")
+    thread_3 = '"max": 0,\n      "avg": nan,\n      "cpu": 3'
+    woke = original.replace('"cycles": 0,\n      "min": 1000000,\n      ' + thread_3,
+                            '"cycles": 7,\n      "min": 1000000,\n      ' + thread_3)
+    assert woke != original
+    with pytest.raises(CyclictestParseError, match="thread 3 has 7 cycles but its average is nan"):
+        parse_json(woke, "woke.json")
+    with_max = original.replace('"max": 0,\n      "avg": nan,\n      "cpu": 2',
+                                '"max": 80,\n      "avg": nan,\n      "cpu": 2')
+    assert with_max != original
+    with pytest.raises(CyclictestParseError, match="thread 2 has 0 cycles but figures"):
+        parse_json(with_max, "max.json")
+    elsewhere = original.replace('"max": 58732,', '"max": nan,')
+    with pytest.raises(CyclictestParseError,
+                       match=r"^else\.json: line 29: nan outside a thread's average$"):
+        parse_json(elsewhere, "else.json")
+
+
+def test_a_thread_without_wakeups_cannot_have_histogram_samples():
+    doc = json.loads(text("host-x86-idle-h400-3s.json"))
+    doc["thread"]["1"].update(cycles=0, max=0, histogram={}, avg=None)
+    result = parse_json(json.dumps(doc), "silent.json")
+    assert result.no_wakeup == (NoWakeup(thread=1, cpu=1),)
+    histogram = parse_histogram(text("host-x86-idle-h400-3s.hist"), "run.hist")
+    with pytest.raises(CyclictestParseError, match="thread 1: .* samples in the histogram, none"):
+        cross_check(result, histogram)
 
 
 def test_expected_thread_count_is_enforced():
@@ -284,7 +316,8 @@ def test_histogram_range_from_command_line(cmdline, expected):
 @pytest.mark.parametrize("path", real_json_files(), ids=lambda p: p.name)
 def test_every_real_output_parses_consistently(path):
     result = parse_json(path.read_text(encoding="utf-8"), path.name)
-    assert result.num_threads == len(result.cpus) > 0
+    assert result.num_threads == len(result.cpus) + len(result.no_wakeup)
+    assert result.cpus
     assert result.rt_test_version
     for cpu in result.cpus:
         assert cpu.cycles > 0
