@@ -8,6 +8,7 @@ measurement an error, never a pass.
 
 import re
 import shlex
+from collections import Counter
 from collections.abc import Collection, Mapping
 from typing import Any, Protocol
 
@@ -60,16 +61,34 @@ class CpuTimes:
         return busy / total
 
 
+# The loads' own progress lines (``start``, ``rc=0``, ``wrote``): one word, maybe ``=N``.
+PROGRESS_LINE = r"[a-z]+(=[0-9]+)?"
+
+
+def tally(log: str) -> dict[str, int]:
+    """How often each progress line occurs in ``log``."""
+    return dict(Counter(line for line in map(str.strip, log.splitlines())
+                        if re.fullmatch(PROGRESS_LINE, line)))
+
+
 @attr.frozen
 class Evidence:
     """What the board showed of one load when the measurement window closed."""
 
     alive: bool
     log: str
+    """The end of the load's log (its last lines), for messages."""
     probe: str = ""
     """What the load's ``probe`` command printed when the window closed (if it has one)."""
     probe_before: str = ""
     """... and when the window opened."""
+    tally: Mapping[str, int] = attr.field()
+    """Each progress line counted over the whole log: in a long window the end of the
+    log shows only the last runs. Without one given, counted from ``log``."""
+
+    @tally.default
+    def _tally_of_the_log(self) -> Mapping[str, int]:
+        return tally(self.log)
 
 
 @attr.frozen
@@ -173,14 +192,17 @@ class HackbenchLoad:
         return 0.25
 
     def verify(self, evidence: Evidence) -> dict[str, Any]:
-        lines = evidence.log.split()
-        failed = [line for line in lines if line.startswith("rc=") and line != "rc=0"]
+        failed = {line: n for line, n in evidence.tally.items()
+                  if line.startswith("rc=") and line != "rc=0"}
         if failed:
-            raise LoadNotEffective(f"load not effective: hackbench failed ({failed[0]}): "
+            codes = ", ".join(line if n == 1 else f"{line} ×{n}"
+                              for line, n in sorted(failed.items()))
+            raise LoadNotEffective(f"load not effective: hackbench failed ({codes}): "
                                    f"{evidence.log.strip()[-300:]!r}")
-        if not evidence.alive or "start" not in lines:
+        started = evidence.tally.get("start", 0)
+        if not evidence.alive or not started:
             raise _not_running("hackbench", evidence)
-        return {"started": lines.count("start"), "completed": lines.count("rc=0")}
+        return {"started": started, "completed": evidence.tally.get("rc=0", 0)}
 
 
 @attr.frozen
@@ -239,7 +261,7 @@ class DiskLoad:
             why = failure or evidence.log.strip()[-300:]
             raise LoadNotEffective(f"load not effective: disk writes to {self.dir} stopped: "
                                    f"{why!r}")
-        rounds = lines.count("wrote")
+        rounds = evidence.tally.get("wrote", 0)
         if rounds == 0:
             raise LoadNotEffective(f"load not effective: no {self.blocks} × {self.block_kib} "
                                    f"KiB write to {self.dir} completed during the measurement")

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import attr
 
-from .loads import CpuTimes, Evidence, HostTraffic, LoadNotEffective, LoadPart
+from .loads import PROGRESS_LINE, CpuTimes, Evidence, HostTraffic, LoadNotEffective, LoadPart
 
 # the loads run well past the window and are stopped afterwards, so that they provably
 # covered all of it; the margin lets them reach full swing before the window opens
@@ -159,7 +159,9 @@ def evidence_command(loads: Sequence[StartedLoad]) -> str:
         parts.append(f'if kill -0 $(cat {load.pidfile}) 2>/dev/null; then echo "{tag} alive"; '
                      f'else echo "{tag} gone"; fi; echo "{tag} log"; tail -n 40 {load.log}; '
                      # a log's last line may lack its newline
-                     f'echo; echo "{tag} end"')
+                     f'echo; echo "{tag} tally"; '
+                     f"grep -E -x '{PROGRESS_LINE}' {load.log} | sort | uniq -c; "
+                     f'echo "{tag} end"')
     parts += [probe_command(load) for load in loads if load.part.probe]
     return "; ".join(parts) if parts else "true"
 
@@ -176,15 +178,28 @@ def parse_evidence(lines: Sequence[str], started: Sequence[StartedLoad],
         try:
             state = next(line for line in lines if line in (f"{tag} alive", f"{tag} gone"))
             begin = lines.index(f"{tag} log")
-            end = lines.index(f"{tag} end", begin)
+            counted = lines.index(f"{tag} tally", begin)
+            end = lines.index(f"{tag} end", counted)
         except (StopIteration, ValueError):
             raise ProgramFailed(f"the evidence of load {load.part.kind} is missing from the "
                                 f"board's output: {lines[-10:]}") from None
         result.append(Evidence(alive=state.endswith("alive"),
-                               log="\n".join(lines[begin + 1:end]).strip(),
+                               log="\n".join(lines[begin + 1:counted]).strip(),
                                probe=probes.get(load.index, ""),
-                               probe_before=(probes_before or {}).get(load.index, "")))
+                               probe_before=(probes_before or {}).get(load.index, ""),
+                               tally=_uniq_counts(lines[counted + 1:end], load)))
     return result
+
+
+def _uniq_counts(lines: Sequence[str], load: StartedLoad) -> dict[str, int]:
+    """``uniq -c``'s output as a mapping."""
+    counts = {}
+    for line in lines:
+        match = re.fullmatch(rf"\s*(\d+) ({PROGRESS_LINE})\s*", line)
+        if match is None:
+            raise ProgramFailed(f"the tally of load {load.part.kind} is garbled: {line!r}")
+        counts[match.group(2)] = int(match.group(1))
+    return counts
 
 
 def _temperatures(lines: Sequence[str]) -> tuple[int, ...]:
@@ -205,8 +220,31 @@ class HostStream:
     sent: int = 0
     connections: int = 0
     error: str | None = None
+    at_open: tuple[int, int] = (0, 0)
+    """``sent`` and ``connections`` when the measurement window opened."""
     _stop: threading.Event = attr.Factory(threading.Event)
     _thread: threading.Thread | None = None
+
+    def window_opened(self) -> None:
+        self.at_open = (self.sent, self.connections)
+
+    def judge(self) -> dict[str, int]:
+        """What the stream sent during the window; it must have sent something over one
+        connection that lasted the whole window. A connection that is cut and made again
+        is what a board without a listener looks like behind an emulator's forwarded port
+        (accepted, then reset), so it proves nothing."""
+        sent = self.sent - self.at_open[0]
+        cut = self.connections - self.at_open[1]
+        where = f"the host's TCP stream to {self.host}:{self.port}"
+        if self.at_open[1] == 0 or cut:
+            raise LoadNotEffective(
+                f"load not effective: {where} had no connection that lasted the window "
+                f"({self.at_open[1]} made before it, {cut} during it; last error: "
+                f"{self.error})")
+        if sent == 0:
+            raise LoadNotEffective(f"load not effective: {where} sent nothing during the "
+                                   f"window (last error: {self.error})")
+        return {"host_stream_bytes": sent, "host_stream_connections": self.connections}
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._send, daemon=True)
@@ -263,6 +301,8 @@ def run_window(shell: Shell, *, program: Sequence[str], parts: Sequence[LoadPart
         probes_before = parse_probes(before_lines, loads)
         temps_before = _temperatures(before_lines[before_lines.index(f"{MARK}thermal") + 1:split])
         before = CpuTimes.parse("\n".join(before_lines[split + 1:]), load_cpus)
+        if stream is not None:
+            stream.window_opened()
         _wait_quietly(duration_s, progress)
         end_lines = shell.run_check(f"sh {WINDOW_SCRIPT} end",
                                     timeout=PROGRAM_OVERRUN_S + LOADED_SHELL_TIMEOUT_S)
@@ -321,13 +361,9 @@ def _verify(parts: Sequence[LoadPart], evidence: Sequence[Evidence], utilisation
     for part, proof in zip(parts, evidence, strict=True):
         facts["loads"][part.kind] = part.verify(proof)
     if stream is not None:
-        facts["loads"]["network"]["host_stream_bytes"] = stream.sent
-        facts["loads"]["network"]["host_stream_connections"] = stream.connections
         # the emulator's user network takes megabytes into its buffers whether the board
-        # reads them or not: what reached the board is judged from its own counters
-        if stream.sent == 0:
-            raise LoadNotEffective(f"load not effective: the host's TCP stream to "
-                                   f"{stream.host}:{stream.port} sent nothing ({stream.error})")
+        # reads them or not: what reached the board is judged from its own counters too
+        facts["loads"]["network"].update(stream.judge())
     # the field's proof: the CPUs the loads may use were as busy as the loads ask. The
     # tasks' own CPU times cannot stand in: on an emulated board they run on another clock
     # (several times faster than its uptime), so only /proc/stat's ratio is comparable

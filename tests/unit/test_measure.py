@@ -25,6 +25,7 @@ from proc_samples import ICMP_HEADER_6_1, STAT_AFTER, STAT_BEFORE, TCP_HEADER, T
 
 from rtlab import measure
 from rtlab.loads import (
+    PROGRESS_LINE,
     CpuLoad,
     CpuTimes,
     DiskLoad,
@@ -33,6 +34,7 @@ from rtlab.loads import (
     LoadNotEffective,
     MemoryLoad,
     NetworkLoad,
+    tally,
 )
 from rtlab.measure import (
     LOAD_MARGIN_S,
@@ -253,8 +255,12 @@ class FakeBoard:
             # the board only answers what the script asks
             assert f"kill -0 $(cat /tmp/rtlab-load-{index}.pid) 2>/dev/null" in script
             assert re.search(rf"tail -n 40 /tmp/rtlab-load-{index}-\w+\.log", script)
+            assert re.search(rf"'{re.escape(PROGRESS_LINE)}' /tmp/rtlab-load-{index}-\w+\.log "
+                             r"\| sort \| uniq -c", script)
+            # as busybox's uniq -c prints it
+            counted = [f"{n:7d} {line}" for line, n in sorted(tally(load.log).items())]
             lines += [f"{tag} alive" if load.alive else f"{tag} gone", f"{tag} log",
-                      *load.log.splitlines(), f"{tag} end"]
+                      *load.log.splitlines(), f"{tag} tally", *counted, f"{tag} end"]
         return [*lines, *self._probes("end", "probe"), f"{MARK}loadavg", self.loadavg,
                 f"{MARK}thermal", *self.thermal_after]
 
@@ -555,11 +561,16 @@ def test_network_window_reads_the_counters_at_its_edges(monkeypatch, stream_sink
         def start(self) -> None:
             streams.append(self)
             super().start()
+            # as the board's margin does: connected before the window opens
+            for _ in range(1000):
+                if self.connections:
+                    return
+                threading.Event().wait(0.01)
 
     def wait(duration_s, progress):
-        # the window lasts until the host has streamed something
+        # the window lasts until the host has streamed something in it
         for _ in range(1000):
-            if streams[0].sent:
+            if streams[0].sent > streams[0].at_open[0]:
                 return
             threading.Event().wait(0.01)
 
@@ -574,9 +585,10 @@ def test_network_window_reads_the_counters_at_its_edges(monkeypatch, stream_sink
     assert stream._thread is not None and not stream._thread.is_alive()
     assert result.load_facts == {
         "cpu_utilisation": 0.01, "loadavg": LOADAVG, "min_utilisation": 0.0,
-        "loads": {"network": {**NETWORK_FACTS, "host_stream_bytes": stream.sent,
+        "loads": {"network": {**NETWORK_FACTS,
+                              "host_stream_bytes": stream.sent - stream.at_open[0],
                               "host_stream_connections": 1}}}
-    assert stream.sent > 0
+    assert stream.at_open[1] == 1 and stream.sent > stream.at_open[0]
     start, end = board.script()["start"], board.script()["end"]
     assert "/bin/ping -f -q -s 1400 -w 125 10.0.2.2" in start[1]
     # the counters are read after the margin, before the first /proc/stat reading, and
@@ -723,7 +735,7 @@ def test_window_script_runs_and_stops_the_loads_whole_session(tmp_path, subreape
             f"{MARK}thermal", f"{MARK}stat", f"{MARK}started"]
         assert [line for line in end if line.startswith(MARK)] == [
             f"{MARK}rc=3", f"{MARK}stat", f"{MARK}stat-end", f"{MARK}0 alive", f"{MARK}0 log",
-            f"{MARK}0 end", f"{MARK}loadavg", f"{MARK}thermal"]
+            f"{MARK}0 tally", f"{MARK}0 end", f"{MARK}loadavg", f"{MARK}thermal"]
         # both readings of this machine's /proc/stat are what run_window parses
         before = CpuTimes.parse("\n".join(start[start.index(f"{MARK}stat") + 1:]))
         after = CpuTimes.parse("\n".join(end))
@@ -761,10 +773,14 @@ def test_evidence_command():
     assert evidence_command(loads) == (
         'if kill -0 $(cat /tmp/rtlab-load-0.pid) 2>/dev/null; then echo "rtlab-evidence:0 '
         'alive"; else echo "rtlab-evidence:0 gone"; fi; echo "rtlab-evidence:0 log"; '
-        'tail -n 40 /tmp/rtlab-load-0-cpu.log; echo; echo "rtlab-evidence:0 end"; '
+        'tail -n 40 /tmp/rtlab-load-0-cpu.log; echo; echo "rtlab-evidence:0 tally"; '
+        "grep -E -x '[a-z]+(=[0-9]+)?' /tmp/rtlab-load-0-cpu.log | sort | uniq -c; "
+        'echo "rtlab-evidence:0 end"; '
         'if kill -0 $(cat /tmp/rtlab-load-1.pid) 2>/dev/null; then echo "rtlab-evidence:1 '
         'alive"; else echo "rtlab-evidence:1 gone"; fi; echo "rtlab-evidence:1 log"; '
-        'tail -n 40 /tmp/rtlab-load-1-network.log; echo; echo "rtlab-evidence:1 end"; '
+        'tail -n 40 /tmp/rtlab-load-1-network.log; echo; echo "rtlab-evidence:1 tally"; '
+        "grep -E -x '[a-z]+(=[0-9]+)?' /tmp/rtlab-load-1-network.log | sort | uniq -c; "
+        'echo "rtlab-evidence:1 end"; '
         'echo "rtlab-evidence:1 probe"; grep -E \'^(Icmp|Tcp):\' /proc/net/snmp; '
         'echo "rtlab-evidence:1 probe-end"')
     assert evidence_command([]) == "true"
@@ -773,13 +789,15 @@ def test_evidence_command():
 def test_parse_evidence_of_two_loads_with_a_probe():
     loads = loads_of([HackbenchLoad(2, 10, 100, 512), NetworkLoad(1400, traffic=TRAFFIC)])
     lines = [f"{MARK}rc=0", *STAT_AFTER.splitlines(),
-             f"{MARK}0 alive", f"{MARK}0 log", "start", "rc=0", "start", f"{MARK}0 end",
+             f"{MARK}0 alive", f"{MARK}0 log", "start", "rc=0", "start", f"{MARK}0 tally",
+             "      1 rc=0", "      2 start", f"{MARK}0 end",
              f"{MARK}1 gone", f"{MARK}1 log", "ping: sendmsg: No buffer space available",
-             "ping-rc=1", f"{MARK}1 end",
+             "ping-rc=1", f"{MARK}1 tally", f"{MARK}1 end",
              f"{MARK}1 probe", *SNMP_END.splitlines(), f"{MARK}1 probe-end",
              f"{MARK}loadavg", LOADAVG]
     hackbench, network = parse_evidence(lines, loads, {1: SNMP_START})
-    assert hackbench == Evidence(alive=True, log="start\nrc=0\nstart")
+    assert hackbench == Evidence(alive=True, log="start\nrc=0\nstart",
+                                 tally={"rc=0": 1, "start": 2})
     assert network == Evidence(alive=False, probe=SNMP_END, probe_before=SNMP_START,
                                log="ping: sendmsg: No buffer space available\nping-rc=1")
     # without the window's start, nothing was before
@@ -805,14 +823,33 @@ def test_missing_probe_is_a_program_failure(drop):
 
 
 def test_parse_evidence_of_an_empty_log():
-    (evidence,) = parse_evidence([f"{MARK}0 gone", f"{MARK}0 log", f"{MARK}0 end"],
-                                 loads_of([CpuLoad(50)]))
-    assert evidence == Evidence(alive=False, log="")
+    (evidence,) = parse_evidence([f"{MARK}0 gone", f"{MARK}0 log", f"{MARK}0 tally",
+                                  f"{MARK}0 end"], loads_of([CpuLoad(50)]))
+    assert evidence == Evidence(alive=False, log="", tally={})
 
 
-@pytest.mark.parametrize("drop", [f"{MARK}0 alive", f"{MARK}0 log", f"{MARK}0 end"])
+def test_the_tally_counts_the_whole_log_beyond_its_last_lines():
+    # an hour of hackbench: the log's end shows only the last runs, the tally all of them
+    lines = [f"{MARK}0 alive", f"{MARK}0 log", *["start", "rc=0"] * 20, "start",
+             f"{MARK}0 tally", "   1801 rc=0", "      1 rc=1", "   1803 start", f"{MARK}0 end"]
+    (evidence,) = parse_evidence(lines, loads_of([HackbenchLoad(2, 10, 100, 512)]))
+    assert evidence.tally == {"rc=0": 1801, "rc=1": 1, "start": 1803}
+    with pytest.raises(LoadNotEffective, match=r"^load not effective: hackbench failed \(rc=1\)"):
+        HackbenchLoad(2, 10, 100, 512).verify(evidence)
+
+
+def test_a_garbled_tally_is_a_program_failure():
+    lines = [f"{MARK}0 alive", f"{MARK}0 log", "wrote", f"{MARK}0 tally", "   3 wrote",
+             "wrote wrote", f"{MARK}0 end"]
+    with pytest.raises(ProgramFailed, match=r"the tally of load disk is garbled: 'wrote wrote'"):
+        parse_evidence(lines, loads_of([DiskLoad("/data", 1024, 8)]))
+
+
+@pytest.mark.parametrize("drop", [f"{MARK}0 alive", f"{MARK}0 log", f"{MARK}0 tally",
+                                  f"{MARK}0 end"])
 def test_missing_evidence_is_a_program_failure(drop):
-    lines = [f"{MARK}0 alive", f"{MARK}0 log", "wrote", f"{MARK}0 end",
+    lines = [f"{MARK}0 alive", f"{MARK}0 log", "wrote", f"{MARK}0 tally", "      1 wrote",
+             f"{MARK}0 end",
              f"{MARK}loadavg", LOADAVG]
     lines.remove(drop)
     with pytest.raises(ProgramFailed, match=re.escape(
@@ -1021,24 +1058,38 @@ def test_verify_the_most_demanding_load_asks_for_the_load_average():
 NETWORK_EVIDENCE = Evidence(True, "", probe=SNMP_END, probe_before=SNMP_START)
 
 
-def test_verify_records_the_host_stream():
-    stream = HostStream("127.0.0.1", 15001, sent=655360, connections=2)
+def test_verify_records_what_the_host_stream_sent_during_the_window():
+    stream = HostStream("127.0.0.1", 15001, sent=655360, connections=2, at_open=(65536, 2))
     facts = _verify([NetworkLoad(1400, traffic=TRAFFIC)], [NETWORK_EVIDENCE], 0.05, LOADAVG, 4,
                     5, stream)
-    assert facts["loads"]["network"] == {**NETWORK_FACTS, "host_stream_bytes": 655360,
+    assert facts["loads"]["network"] == {**NETWORK_FACTS, "host_stream_bytes": 589824,
                                          "host_stream_connections": 2}
     assert facts["min_utilisation"] == 0.0
 
 
-def test_verify_host_stream_that_sent_nothing_is_not_effective():
-    stream = HostStream("127.0.0.1", 15001,
-                        error="ConnectionRefusedError: [Errno 111] Connection refused")
+REFUSED = "ConnectionRefusedError: [Errno 111] Connection refused"
+RESET = "ConnectionResetError: [Errno 104] Connection reset by peer"
+
+
+@pytest.mark.parametrize(("stream", "why"), [
+    (HostStream("127.0.0.1", 15001, error=REFUSED),
+     f"had no connection that lasted the window (0 made before it, 0 during it; last error: "
+     f"{REFUSED})"),
+    # accepted by the emulator, reset because nothing listened on the board: again and again
+    (HostStream("127.0.0.1", 15001, sent=262144, connections=5, at_open=(131072, 2),
+                error=RESET),
+     f"had no connection that lasted the window (2 made before it, 3 during it; last error: "
+     f"{RESET})"),
+    (HostStream("127.0.0.1", 15001, sent=65536, connections=1, at_open=(65536, 1)),
+     "sent nothing during the window (last error: None)"),
+])
+def test_verify_host_stream_that_did_not_stream_through_the_window_is_not_effective(stream,
+                                                                                    why):
     with pytest.raises(LoadNotEffective) as raised:
         _verify([NetworkLoad(1400, traffic=TRAFFIC)], [NETWORK_EVIDENCE], 0.05, LOADAVG, 4, 5,
                 stream)
     assert str(raised.value) == (
-        "load not effective: the host's TCP stream to 127.0.0.1:15001 sent nothing "
-        "(ConnectionRefusedError: [Errno 111] Connection refused)")
+        f"load not effective: the host's TCP stream to 127.0.0.1:15001 {why}")
 
 
 def test_host_stream_against_a_closed_port_reports_the_error():
