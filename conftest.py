@@ -18,7 +18,7 @@ CONSOLE_TAIL_LINES = 200
 
 def pytest_addoption(parser):
     group = parser.getgroup("rtlab")
-    group.addoption("--rt-duration", type=int, default=5,
+    group.addoption("--rt-duration", type=int, default=10,
                     help="seconds of measurement per test case (the field's 1 h is 3600)")
     group.addoption("--rt-suite", default=str(Path(__file__).parent / "suite.yaml"),
                     help="suite file: scenarios, intervals and rt-tests to run")

@@ -109,7 +109,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--env", default=str(paths.REPO_ROOT / "env" / "virtual.yaml"))
     run.add_argument("--coordinator", default="127.0.0.1:20408")
     run.add_argument("--out", default="out")
-    run.add_argument("--duration", type=int, default=5, help="seconds per measurement")
+    run.add_argument("--duration", type=int, default=10, help="seconds per measurement")
     run.add_argument("--scenarios", help="comma-separated scenarios (default: suite.yaml's)")
     run.add_argument("--intervals", help="comma-separated intervals in µs (default: all)")
     run.add_argument("--rt-tests", help="comma-separated other rt-tests, or 'none'")

@@ -9,6 +9,7 @@ short commands cross the console: a busybox shell cuts input lines at 1024 chara
 and a loaded board is slow to take even those.
 """
 
+import logging
 import math
 import re
 import shlex
@@ -35,6 +36,7 @@ LOADED_SHELL_TIMEOUT_S = 120
 # how long the program may overrun its window before the window is given up
 PROGRAM_OVERRUN_S = 600
 MARK = "rtlab-evidence:"
+log = logging.getLogger(__name__)
 WINDOW_SCRIPT = "/tmp/rtlab-window.sh"
 PROGRAM_RC = "/tmp/rtlab-program.rc"
 PROGRAM_OUT = "/tmp/rtlab-program.out"
@@ -306,11 +308,12 @@ def run_window(shell: Shell, *, program: Sequence[str], parts: Sequence[LoadPart
         _wait_quietly(duration_s, progress)
         end_lines = shell.run_check(f"sh {WINDOW_SCRIPT} end",
                                     timeout=PROGRAM_OVERRUN_S + LOADED_SHELL_TIMEOUT_S)
-    finally:
-        if stream is not None:
-            stream.stop()
-        if loads:
-            shell.run(f"sh {WINDOW_SCRIPT} stop", timeout=LOADED_SHELL_TIMEOUT_S)
+    except BaseException:
+        # the failure that got here is the one to report; a console that fails the stop
+        # too is already lost, and the strategy powers the board off after the case
+        _stop(shell, stream, loads, quiet=True)
+        raise
+    _stop(shell, stream, loads, quiet=False)
 
     rc_line = next((line for line in end_lines if line.startswith(f"{MARK}rc=")), None)
     if rc_line is None or rc_line == f"{MARK}rc=none":
@@ -328,6 +331,20 @@ def run_window(shell: Shell, *, program: Sequence[str], parts: Sequence[LoadPart
     facts = _verify(parts, evidence, utilisation, loadavg, cpus, duration_s, stream)
     return Window(int(exit_text), output, utilisation, loadavg,
                   (temps_before, temps_after), facts)
+
+
+def _stop(shell: Shell, stream: "HostStream | None", loads: Sequence[StartedLoad],
+          *, quiet: bool) -> None:
+    if stream is not None:
+        stream.stop()
+    if not loads:
+        return
+    try:
+        shell.run(f"sh {WINDOW_SCRIPT} stop", timeout=LOADED_SHELL_TIMEOUT_S)
+    except Exception:
+        if not quiet:
+            raise
+        log.exception("stopping the loads after a failed window failed too")
 
 
 def _section(lines: Sequence[str], begin: str, end: str | None = None) -> list[str]:

@@ -95,16 +95,17 @@ def no_wakeup_facts(thread: NoWakeup) -> dict[str, Any]:
 
 def no_wakeup_violation(thread: NoWakeup, duration_s: int,
                         thresholds: Mapping[str, Threshold]) -> str:
-    """Why a thread that never woke fails the case whatever its limits: at its priority it
-    waited longer than the whole window, past any latency limit (and a gate passes only
-    what it has seen)."""
+    """Why a thread that never woke fails the case whatever its limits. The board ran and
+    answered, so this is no lab fault; but the thread was kept off its CPU for the whole
+    window (before or after it raised itself to its RT priority: cyclictest cannot tell),
+    and a gate passes only what it has seen."""
     where = f"CPU{thread.cpu}" if thread.cpu is not None else f"thread {thread.thread}"
-    message = (f"{where} never woke in the {duration_s} s window (0 samples): its latency "
-               "outlasted the window")
+    message = (f"{where} recorded no wake-up in the {duration_s} s window (0 samples): its "
+               "cyclictest thread never completed a cycle, so no latency was measured there")
     limit = thresholds.get("max_us")
     if limit is not None:
         cited = f"{limit.source}: {limit.reason}" if limit.reason else limit.source
-        message += f", not shown under max_us {format_us(limit.value)} ({cited})"
+        message += f" and none passes max_us {format_us(limit.value)} ({cited})"
     return message
 
 

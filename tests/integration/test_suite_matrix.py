@@ -151,7 +151,7 @@ def isolated_image(image, tmp_path_factory):
 
 # what this test judges is where cyclictest and the load run, not the figures: on the
 # emulated board an isolated CPU wakes seconds late (4.5 s max and 1535 of 10000 cycles
-# in 10 s at 1 ms were seen), which the repository's virtual limits rightly fail
+# in 10 s at 1 ms were seen), close to the repository's virtual limit of 5 s
 WIDE_THRESHOLDS = f"""\
 boards:
   {BOARD}:

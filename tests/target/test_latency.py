@@ -29,7 +29,6 @@ def measurement(request, begin_case, board_name, flavour, thresholds, record, su
     case = begin_case(f"{scenario.name}/{interval_us}us", scenario=scenario.name,
                       loads=scenario.settings(), cpus_measured=scenario.cpus,
                       interval_us=interval_us)
-    # the board is asked only now: a board that never boots still leaves a named record
     shell = request.getfixturevalue("shell")
     system_info = request.getfixturevalue("system_info")
     limits = thresholds.lookup(board_name, flavour, scenario.name, interval_us)
@@ -83,7 +82,8 @@ def measurement(request, begin_case, board_name, flavour, thresholds, record, su
     per_thread += [(silent.thread, no_wakeup_facts(silent)) for silent in result.no_wakeup]
     record.facts["cpus"] = [facts for _, facts in sorted(per_thread, key=lambda t: t[0])]
     for silent in result.no_wakeup:
-        record_property(f"cpu{silent.cpu}_samples", 0)
+        where = f"cpu{silent.cpu}" if silent.cpu is not None else f"thread{silent.thread}"
+        record_property(f"{where}_samples", 0)
     for cpu in result.cpus:
         record_property(f"cpu{cpu.cpu}_max_us", cpu.max_us)
         record_property(f"cpu{cpu.cpu}_avg_us", cpu.avg_us)

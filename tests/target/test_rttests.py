@@ -22,7 +22,6 @@ def rt_run(request, begin_case, board_name, flavour, thresholds, record, suite, 
     """Run one tool on the idle board; anything that goes wrong here is an error."""
     duration_s = request.config.option.rt_duration
     case = begin_case(rt_test, scenario=rt_test, loads={})
-    # the board is asked only now: a board that never boots still leaves a named record
     shell = request.getfixturevalue("shell")
     system_info = request.getfixturevalue("system_info")
     run = rttests.board_run(rt_test, duration_s=duration_s, cpus=system_info.cpus,

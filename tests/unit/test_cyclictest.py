@@ -201,16 +201,6 @@ def test_a_nan_average_needs_zero_cycles_and_no_figures():
         parse_json(elsewhere, "else.json")
 
 
-def test_a_thread_without_wakeups_cannot_have_histogram_samples():
-    doc = json.loads(text("host-x86-idle-h400-3s.json"))
-    doc["thread"]["1"].update(cycles=0, max=0, histogram={}, avg=None)
-    result = parse_json(json.dumps(doc), "silent.json")
-    assert result.no_wakeup == (NoWakeup(thread=1, cpu=1),)
-    histogram = parse_histogram(text("host-x86-idle-h400-3s.hist"), "run.hist")
-    with pytest.raises(CyclictestParseError, match="thread 1: .* samples in the histogram, none"):
-        cross_check(result, histogram)
-
-
 def test_expected_thread_count_is_enforced():
     with pytest.raises(CyclictestParseError, match=r"x\.json: 2 threads measured, 4 requested"):
         parse_json(text("host-x86-idle-h400-3s.json"), "x.json", expected_threads=4)

@@ -187,6 +187,7 @@ class FakeBoard:
     thermal_after: tuple[str, ...] = ("47900", "46120")
     start_output: list[str] | None = None
     end_error: Exception | None = None
+    stop_error: Exception | None = None
     commands: list[str] = attr.Factory(list)
     uploads: dict[str, str] = attr.Factory(dict)
 
@@ -219,6 +220,8 @@ class FakeBoard:
             if self.end_error is not None:
                 raise self.end_error
             return self._checked("end", self._end()), [], 0
+        if cmd == STOP and self.stop_error is not None:
+            raise self.stop_error
         if cmd in (STOP, TAIL):
             return list(CYCLICTEST_OUT) if cmd == TAIL else [], [], 0
         raise AssertionError(f"the board was not expected to get {cmd!r}")
@@ -400,6 +403,21 @@ def test_end_that_fails_still_stops_the_loads(slept):
     with pytest.raises(TimeoutError):
         window(board, [CpuLoad(50)])
     assert board.commands[-2:] == [END, STOP]
+
+
+def test_a_stop_that_fails_after_a_failed_end_leaves_the_first_error(slept, caplog):
+    board = FakeBoard(loads=[BoardLoad(log=STRESS_LOG)], end_error=TimeoutError("no prompt"),
+                      stop_error=OSError("console gone"))
+    with pytest.raises(TimeoutError, match="no prompt"):
+        window(board, [CpuLoad(50)])
+    assert board.commands[-2:] == [END, STOP]
+    assert "stopping the loads after a failed window failed too" in caplog.text
+
+
+def test_a_stop_that_fails_after_a_good_window_is_reported(slept):
+    board = FakeBoard(loads=[BoardLoad(log=STRESS_LOG)], stop_error=OSError("console gone"))
+    with pytest.raises(OSError, match="console gone"):
+        window(board, [CpuLoad(50)])
 
 
 def test_load_gone_at_the_end_is_not_effective_and_still_stopped(slept):

@@ -100,10 +100,6 @@ def test_packaged_programs_win_over_busybox_applets_of_the_same_name():
     assert profile == 'ping() { /bin/ping "$@"; }\n'
 
 
-def test_the_guest_userland_has_a_ping_that_floods():
-    assert image.GUEST_PROGRAMS["iputils-ping"] == ("/bin/ping",)
-
-
 FEC_DTS = """/dts-v1/;
 / {
     soc {
