@@ -17,7 +17,8 @@ from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import MarkedYAMLError
 
 from .paths import REPO_ROOT
-from .scenarios import load_suite
+from .rttests import TESTS
+from .scenarios import Suite, load_suite
 from .yamlfile import line_of
 
 DEFAULT_PATH = REPO_ROOT / "thresholds.yaml"
@@ -28,6 +29,9 @@ REASON = "reason"
 # the level below each level, by the key that holds it
 _CHILDREN = {"board": "flavours", "flavour": "scenarios", "scenario": "intervals"}
 _BELOW = {"board": "flavour", "flavour": "scenario", "scenario": "interval"}
+# what a threshold may limit for the other rt-tests: they run without an interval and keep
+# no histogram; priority inheritance tools give a functional verdict, nothing to limit
+_TOOL_METRICS = {"rt-test": ("max_us", "avg_us"), "functional rt-test": ()}
 
 
 class ThresholdsError(ValueError):
@@ -134,15 +138,15 @@ def _resolve(display: str, path: list[_Level]) -> dict[str, Threshold]:
     return result
 
 
-def load_thresholds(path: Path | None = None,
-                    scenarios: tuple[str, ...] | None = None) -> Thresholds:
+def load_thresholds(path: Path | None = None, suite: Suite | None = None) -> Thresholds:
     """Load and validate a thresholds file (the repository's ``thresholds.yaml`` by
-    default). ``scenarios``: the names a file may use (default: the scenarios and rt-tests
-    of the repository's suite file). Every error names the file and line."""
+    default) for ``suite``, whose scenarios and rt-tests are the names the file may use
+    (default: the repository's suite file). Every error names the file and line."""
     path = DEFAULT_PATH if path is None else path
-    if scenarios is None:
-        suite = load_suite()
-        scenarios = (*suite.scenarios, *suite.rt_tests)
+    suite = load_suite() if suite is None else suite
+    scenarios = (*suite.scenarios, *suite.rt_tests)
+    tools = {name: "functional rt-test" if TESTS[name].functional else "rt-test"
+             for name in suite.rt_tests}
     display = _display_name(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -154,7 +158,7 @@ def load_thresholds(path: Path | None = None,
         mark = error.problem_mark or error.context_mark
         line = mark.line + 1 if mark is not None else 0
         raise ThresholdsError(f"{display}:{line}: invalid YAML: {error.problem}") from error
-    return _Loader(display, scenarios).top(doc)
+    return _Loader(display, scenarios, tools).top(doc)
 
 
 def _display_name(path: Path) -> str:
@@ -170,6 +174,8 @@ def _display_name(path: Path) -> str:
 class _Loader:
     display: str
     scenarios: tuple[str, ...]
+    tools: Mapping[str, str]
+    """The rt-tests among ``scenarios``, by name: their kind of level."""
 
     def error(self, line: int, what: str) -> ThresholdsError:
         return ThresholdsError(f"{self.display}:{line}: {what}")
@@ -208,10 +214,16 @@ class _Loader:
         if not isinstance(node, CommentedMap):
             raise self.error(line, f"{where} must be a mapping, got {_type_name(node)}")
         child_key = _CHILDREN.get(kind)
-        allowed = (*METRICS, REASON, *([child_key] if child_key else []))
+        allowed_metrics = _TOOL_METRICS.get(kind, METRICS)
+        if kind in _TOOL_METRICS:
+            child_key = None
+            for key in node:
+                if key not in (*allowed_metrics, REASON):
+                    raise self.error(line_of(node, key), self.not_for_tool(key, kind, where))
+        allowed = (*allowed_metrics, REASON, *([child_key] if child_key else []))
         self.known_keys(node, allowed)
         metrics = {}
-        for metric in METRICS:
+        for metric in allowed_metrics:
             if metric in node:
                 metrics[metric] = (self.metric(node, metric, where), line_of(node, metric))
         reason = None
@@ -247,8 +259,21 @@ class _Loader:
             if below == "scenario" and name not in self.scenarios:
                 raise self.error(line_of(mapping, name), f"unknown scenario {name!r} "
                                  f"(expected one of: {', '.join(self.scenarios)})")
-            result[name] = self.level(mapping, name, below, f"{where}.{child_key}.{name}")
+            result[name] = self.level(mapping, name, self.tools.get(name, below),
+                                      f"{where}.{child_key}.{name}")
         return result
+
+    @staticmethod
+    def not_for_tool(key: object, kind: str, where: str) -> str:
+        tool = where.split(".")[-1]
+        if kind == "functional rt-test":
+            return (f"{where}: {tool} gives a functional verdict (priority inheritance "
+                    f"worked or not), so it takes no {key!r}; only 'reason'")
+        if key == "intervals":
+            return (f"{where}: {tool} runs at one interval of its own, so it takes no "
+                    "'intervals'; set max_us or avg_us here")
+        return (f"{where}: {key!r} cannot be judged for {tool} (it keeps no histogram); "
+                "only max_us, avg_us and reason")
 
     def metric(self, node: CommentedMap, metric: str, where: str) -> float:
         value = node[metric]

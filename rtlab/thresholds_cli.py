@@ -9,7 +9,7 @@ from .thresholds import METRICS, Thresholds, format_us, load_thresholds
 
 def check(thresholds_path: Path, suite_path: Path) -> str:
     suite = load_suite(suite_path)
-    thresholds = load_thresholds(thresholds_path, (*suite.scenarios, *suite.rt_tests))
+    thresholds = load_thresholds(thresholds_path, suite)
     # every flavour of every board must resolve for every case the suite can run
     cases = 0
     for board in thresholds.boards:
@@ -29,28 +29,37 @@ def check(thresholds_path: Path, suite_path: Path) -> str:
 def show(thresholds_path: Path, suite_path: Path, board: str, flavour: str | None,
          scenario: str | None, interval_us: int | None) -> str:
     suite = load_suite(suite_path)
-    thresholds = load_thresholds(thresholds_path, (*suite.scenarios, *suite.rt_tests))
+    thresholds = load_thresholds(thresholds_path, suite)
     flavours = [flavour] if flavour else list(thresholds.flavours(board))
-    scenarios = [suite.scenario(scenario).name] if scenario else list(suite.scenarios)
-    intervals = [interval_us] if interval_us else list(suite.intervals_us)
-    return _table(thresholds, board, flavours, scenarios, intervals)
+    intervals: list[int | None] = [interval_us] if interval_us else list(suite.intervals_us)
+    # rt-tests run at no interval of the suite's: one row each
+    cases: list[tuple[str, int | None]]
+    if scenario in suite.rt_tests:
+        cases = [(scenario, None)]
+    elif scenario:
+        cases = [(suite.scenario(scenario).name, i) for i in intervals]
+    else:
+        cases = [(name, i) for name in suite.scenarios for i in intervals]
+        cases += [(tool, None) for tool in suite.rt_tests]
+    return _table(thresholds, board, flavours, cases)
 
 
-def _table(thresholds: Thresholds, board: str, flavours: list[str], scenarios: list[str],
-           intervals: list[int]) -> str:
+def _table(thresholds: Thresholds, board: str, flavours: list[str],
+           cases: list[tuple[str, int | None]]) -> str:
     rows = [("board", "flavour", "scenario", "interval", "metric", "limit", "from", "reason")]
     for flavour in flavours:
-        for scenario in scenarios:
-            for interval in intervals:
-                limits = thresholds.lookup(board, flavour, scenario, interval)
-                for metric in METRICS:
-                    limit = limits.get(metric)
-                    if limit is None:
-                        continue
-                    reason = (limit.reason or "-")
-                    rows.append((board, flavour, scenario, f"{interval} µs", metric,
-                                 format_us(limit.value), limit.source,
-                                 reason if len(reason) <= 70 else reason[:67] + "..."))
+        for scenario, interval in cases:
+            limits = thresholds.lookup(board, flavour, scenario, interval)
+            for metric in METRICS:
+                limit = limits.get(metric)
+                # cyclictest's p99.9 limit is not judged for the other rt-tests
+                if limit is None or (interval is None and metric == "p99_9_us"):
+                    continue
+                reason = (limit.reason or "-")
+                rows.append((board, flavour, scenario,
+                             "-" if interval is None else f"{interval} µs", metric,
+                             format_us(limit.value), limit.source,
+                             reason if len(reason) <= 70 else reason[:67] + "..."))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row[:-1], widths, strict=True))
                      + "  " + row[-1] for row in rows)

@@ -81,8 +81,7 @@ def suite(request):
 @pytest.fixture(scope="session")
 def thresholds(request, suite):
     # scenario names are checked against the suite that runs, not the repository's
-    return load_thresholds(Path(request.config.option.rt_thresholds),
-                           (*suite.scenarios, *suite.rt_tests))
+    return load_thresholds(Path(request.config.option.rt_thresholds), suite)
 
 
 def _suite(config):

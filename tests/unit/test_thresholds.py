@@ -213,6 +213,19 @@ def test_file_outside_the_repository_is_named_as_given(tmp_path):
      "          idle:\n            intervals:\n              100:\n                scenarios: {}\n",
      "thresholds.yaml:10: unknown key 'scenarios' (expected one of: avg_us, max_us, p99_9_us, "
      "reason)"),
+    ("boards:\n  imx6q:\n    flavours:\n      rt:\n        max_us: 1\n        scenarios:\n"
+     "          ptsematest:\n            intervals:\n              1000: {max_us: 1}\n",
+     "thresholds.yaml:8: boards.imx6q.flavours.rt.scenarios.ptsematest: ptsematest runs at one "
+     "interval of its own, so it takes no 'intervals'; set max_us or avg_us here"),
+    ("boards:\n  imx6q:\n    flavours:\n      rt:\n        max_us: 1\n        scenarios:\n"
+     "          signaltest: {p99_9_us: 50}\n",
+     "thresholds.yaml:7: boards.imx6q.flavours.rt.scenarios.signaltest: 'p99_9_us' cannot be "
+     "judged for signaltest (it keeps no histogram); only max_us, avg_us and reason"),
+    ("boards:\n  imx6q:\n    flavours:\n      rt:\n        max_us: 1\n        scenarios:\n"
+     "          pip_stress:\n            reason: PI works\n            max_us: 1\n",
+     "thresholds.yaml:9: boards.imx6q.flavours.rt.scenarios.pip_stress: pip_stress gives a "
+     "functional verdict (priority inheritance worked or not), so it takes no 'max_us'; only "
+     "'reason'"),
 ])
 def test_structural_errors(tmp_path, content, message):
     path = tmp_path / "thresholds.yaml"

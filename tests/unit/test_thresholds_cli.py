@@ -57,7 +57,7 @@ def test_check_names_are_those_of_the_suite_given(tmp_path):
     thresholds = tmp_path / "thresholds.yaml"
     thresholds.write_text(
         "boards:\n  b:\n    flavours:\n      rt:\n        max_us: 100\n        scenarios:\n"
-        "          pi_stress: {max_us: 200}\n          cpu75: {max_us: 300}\n",
+        "          ptsematest: {max_us: 200}\n          cpu75: {max_us: 300}\n",
         encoding="utf-8")
     suite = tmp_path / "suite.yaml"
     suite.write_text(SUITE.read_text(encoding="utf-8"), encoding="utf-8")
@@ -78,8 +78,10 @@ def test_show_prints_every_limit_with_its_line_and_reason():
     assert header == ["board", "flavour", "scenario", "interval", "metric", "limit", "from",
                       "reason"]
     suite = load_suite(SUITE)
-    # one max_us per flavour, scenario and interval: the i.MX6Q sets nothing else
-    assert len(body) == len(raw_boards()["imx6q"]) * len(suite.scenarios) * 3
+    # one max_us per flavour, scenario and interval, and per rt-test (which runs at no
+    # interval of the suite's): the i.MX6Q sets nothing else
+    assert len(body) == len(raw_boards()["imx6q"]) * (len(suite.scenarios) * 3
+                                                       + len(suite.rt_tests))
     limits = {flavour: raw_limit("imx6q", flavour, "max_us") for flavour in ("rt", "std")}
     lines = {flavour: line_number(rf"^\s+max_us: {limits[flavour]}$", r"^  imx6q:",
                                   rf"^      {flavour}:") for flavour in ("rt", "std")}
@@ -88,8 +90,11 @@ def test_show_prints_every_limit_with_its_line_and_reason():
     for row in body:
         board, flavour, scenario, interval, metric, limit, source, reason = row
         assert (board, metric) == ("imx6q", "max_us")
-        assert scenario in suite.scenarios
-        assert interval in ("100 µs", "1000 µs", "10000 µs")
+        if scenario in suite.rt_tests:
+            assert interval == "-"
+        else:
+            assert scenario in suite.scenarios
+            assert interval in ("100 µs", "1000 µs", "10000 µs")
         assert (limit, source) == (f"{limits[flavour]} µs",
                                    f"thresholds.yaml:{lines[flavour]}")
         # long reasons are cut to 70 characters
@@ -112,6 +117,19 @@ def test_show_one_case_of_an_emulated_board():
          f"thresholds.yaml:{max_line}", reason[:67] + "..."],
         ["qemu-imx6q", "rt", "cpu50", "1000 µs", "avg_us", f"{avg_us} µs",
          f"thresholds.yaml:{avg_line}", reason[:67] + "..."],
+    ]
+
+
+def test_show_one_rt_test_gives_its_limits_without_an_interval(tmp_path):
+    thresholds = tmp_path / "thresholds.yaml"
+    thresholds.write_text(
+        "defaults: {p99_9_us: 90}\nboards:\n  b:\n    flavours:\n      rt:\n"
+        "        max_us: 100\n        scenarios:\n"
+        "          ptsematest: {avg_us: 20, reason: mutex hand-over}\n", encoding="utf-8")
+    assert rows(show(thresholds, SUITE, "b", "rt", "ptsematest", None))[1:] == [
+        ["b", "rt", "ptsematest", "-", "max_us", "100 µs", f"{thresholds}:6", "-"],
+        ["b", "rt", "ptsematest", "-", "avg_us", "20 µs", f"{thresholds}:8",
+         "mutex hand-over"],
     ]
 
 
