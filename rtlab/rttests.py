@@ -817,6 +817,7 @@ def _quote(lines: Sequence[tuple[int, str]]) -> str:
 # pip_stress sets up its inversion only now and then (1 of 23 runs on the emulated
 # i.MX6Q): it is repeated until one run uses priority inheritance, at most this often
 PIP_STRESS_RUNS = 20
+PIP_STRESS_OUT = "/tmp/rtlab-pip_stress.out"
 # a functional tool still running this long past its duration is deadlocked
 HANG_MARGIN_S = 60
 RUN_MARK = "rtlab-run-rc="
@@ -867,11 +868,17 @@ def board_run(tool: str, *, duration_s: int, cpus: int, priority: int,
         return BoardRun(tool, ("setsid", *timeout, *argv), tuple(argv), json_path, None,
                         duration_s + HANG_MARGIN_S)
     argv = pip_stress_command()
-    # stop at the first run that used priority inheritance, failed or hung
+    # Stop at the first run that used priority inheritance, failed or hung. Each run gets
+    # a session of its own: deadlocked, its three processes (one spinning at SCHED_FIFO)
+    # must all be killed, and timeout kills only the first; the rest would block the
+    # loop (they hold its output) and spin beside the next cases.
+    out, leader = PIP_STRESS_OUT, f"{PIP_STRESS_OUT}.pid"
     loop = (f"i=0; while [ $i -lt {PIP_STRESS_RUNS} ]; do i=$((i+1)); "
-            f"out=$({' '.join(timeout[:3])} {HANG_MARGIN_S} {argv[0]} 2>&1); rc=$?; "
-            f'echo "$out"; echo "{RUN_MARK}$rc"; '
-            f'[ $rc -ne 0 ] && break; case "$out" in *"{_PIP_PASS}"*) break;; esac; done')
+            f"{' '.join(timeout[:3])} {HANG_MARGIN_S} "
+            f"setsid sh -c 'echo $$ >{leader}; exec {argv[0]}' >{out} 2>&1; rc=$?; "
+            f"kill -KILL -$(cat {leader}) 2>/dev/null; "
+            f'cat {out}; echo "{RUN_MARK}$rc"; '
+            f'[ $rc -ne 0 ] && break; if grep -q "{_PIP_PASS}" {out}; then break; fi; done')
     return BoardRun(tool, ("sh", "-c", loop), tuple(argv), None, None, HANG_MARGIN_S)
 
 

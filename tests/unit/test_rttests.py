@@ -6,14 +6,17 @@ import os
 import re
 import stat
 import subprocess
+import threading
 from pathlib import Path
 
 import attr
 import pytest
 
+from rtlab import rttests
 from rtlab.rttests import (
     HANG_MARGIN_S,
     KILLED,
+    PIP_STRESS_OUT,
     PIP_STRESS_RUNS,
     RUN_MARK,
     TESTS,
@@ -599,7 +602,9 @@ def test_board_run_pip_stress_is_a_shell_loop():
     assert (run.tool_argv, run.json_path, run.expected_threads) == (("pip_stress",), None, None)
     loop = run.argv[2]
     assert f"[ $i -lt {PIP_STRESS_RUNS} ]" in loop
-    assert f"out=$(timeout -s KILL {HANG_MARGIN_S} pip_stress 2>&1); rc=$?" in loop
+    assert (f"timeout -s KILL {HANG_MARGIN_S} setsid sh -c 'echo $$ >{PIP_STRESS_OUT}.pid; "
+            f"exec pip_stress' >{PIP_STRESS_OUT} 2>&1; rc=$?; "
+            f"kill -KILL -$(cat {PIP_STRESS_OUT}.pid) 2>/dev/null") in loop
     assert f'echo "{RUN_MARK}$rc"' in loop
 
 
@@ -627,8 +632,9 @@ def _fake_pip_stress(tmp_path: Path, body: str) -> dict[str, str]:
 
 def _run_loop(tmp_path: Path, body: str) -> tuple[str, int]:
     run = board_run("pip_stress", duration_s=5, cpus=4, priority=90, json_path="/tmp/x.json")
+    argv = [arg.replace(PIP_STRESS_OUT, str(tmp_path / "pip.out")) for arg in run.argv]
     # as on the board: stdout and stderr into one file
-    done = subprocess.run(list(run.argv), env=_fake_pip_stress(tmp_path, body),
+    done = subprocess.run(argv, env=_fake_pip_stress(tmp_path, body),
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           timeout=60, check=True)
     return done.stdout, int((tmp_path / "runs").read_text())
@@ -664,6 +670,30 @@ def test_pip_stress_loop_stops_at_a_killed_run(tmp_path):
     assert [line for line in output.splitlines() if line.startswith(RUN_MARK)] == [
         f"{RUN_MARK}0", f"{RUN_MARK}{KILLED}"]
     assert output.startswith(f"No inversion incurred\n{RUN_MARK}0\n")
+    result = judge(PIP_RUN, exit_status=0, output=output, json_text=None, source="pip")
+    assert result.verdict is Verdict.FAIL
+
+
+def _gone(pid: int) -> bool:
+    """Whether the process has ended (a zombie nobody reaped has ended too)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_pip_stress_loop_kills_a_deadlocked_run_with_all_its_processes(tmp_path, monkeypatch):
+    # as a deadlock without priority inheritance: a child spins on, the parent waits
+    monkeypatch.setattr(rttests, "HANG_MARGIN_S", 2)
+    output, runs = _run_loop(tmp_path, 'sleep 300 & echo $! >"$RUNS.child"; wait')
+    assert runs == 1
+    assert output.splitlines()[-1] == f"{RUN_MARK}{KILLED}"
+    child = int((tmp_path / "runs.child").read_text())
+    for _ in range(100):
+        if _gone(child):
+            break
+        threading.Event().wait(0.05)
+    assert _gone(child), "the deadlocked run's child survived"
     result = judge(PIP_RUN, exit_status=0, output=output, json_text=None, source="pip")
     assert result.verdict is Verdict.FAIL
 
