@@ -34,6 +34,7 @@ from fractions import Fraction
 import attr
 
 from .jsonfields import Fields, no_constants, no_duplicates
+from .sysinfo import cpu_list
 
 CYCLICTEST = "cyclictest"
 # cyclictest's own limit (HIST_MAX); asking for more is silently cut down
@@ -45,9 +46,6 @@ PERCENTILES: dict[str, Fraction] = {
     "p99_9": Fraction(999, 1000),
     "p99_99": Fraction(9999, 10000),
 }
-
-_CPUSET = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
-
 
 class CyclictestParseError(ValueError):
     """cyclictest output that cannot be trusted; the message starts with its source."""
@@ -81,7 +79,7 @@ def build_command(
     if affinity is None:
         cpus = ["-S"]
     else:
-        if not _CPUSET.match(affinity):
+        if not _is_cpu_list(affinity):
             raise ValueError(f"affinity must be a CPU list like '1' or '0,2-3', got {affinity!r}")
         # -S would ignore -a (or abort, depending on the order): -t -a gives one pinned
         # thread per CPU of the set, and -h keeps them all at one priority
@@ -94,6 +92,13 @@ def build_command(
     if histfile_path is not None:
         argv.append(f"--histfile={histfile_path}")
     return argv
+
+
+def _is_cpu_list(text: str) -> bool:
+    try:
+        return bool(cpu_list(text))
+    except ValueError:
+        return False
 
 
 def require_int(name: str, value: object, low: int, high: int | None) -> None:
@@ -426,7 +431,8 @@ class Histogram:
     kernel_log_lines: tuple[tuple[int, str], ...]
 
 
-_KERNEL_LOG = re.compile(r"^(<\d+>)?\[\s*\d+\.\d+\]")
+# a kernel message on the console, as printk prints it (with or without its level)
+KERNEL_LOG = re.compile(r"^(<\d+>)?\[\s*\d+\.\d+\]")
 _BUCKET = re.compile(r"^(\d{6,}) (\d+(?:\s+\d+)*)\s*$")
 _TRAILER = {
     "Total": "# Total:",
@@ -461,7 +467,7 @@ def parse_histogram(text: str, source: str) -> Histogram:
         line = raw.rstrip("\r")
         if not line.strip():
             continue
-        if _KERNEL_LOG.match(line):
+        if KERNEL_LOG.match(line):
             kernel_lines.append((line_no, line))
             continue
         last_line = line_no

@@ -51,8 +51,9 @@ from typing import Any
 
 import attr
 
-from rtlab.cyclictest import SysInfo, require_int
+from rtlab.cyclictest import KERNEL_LOG, SysInfo, require_int
 from rtlab.jsonfields import Fields, no_constants, no_duplicates
+from rtlab.sysinfo import cpu_list
 
 RT_TESTS_VERSION = "2.40"
 
@@ -201,9 +202,6 @@ def signaltest_command(
                                 "priority": priority, "threads": threads})
 
 
-_CPUSET = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
-
-
 def oslat_command(
     *, duration_s: int, json_path: str, cpus: str, priority: int = 1
 ) -> list[str]:
@@ -216,9 +214,13 @@ def oslat_command(
     require_int("duration_s", duration_s, 1, None)
     require_int("priority", priority, 1, 99)
     _require_path(json_path)
-    if not _CPUSET.match(cpus):
+    try:
+        measured = cpu_list(cpus)
+    except ValueError:
+        measured = ()
+    if not measured:
         raise ValueError(f"cpus must be a CPU list like '1' or '1-3', got {cpus!r}")
-    if 0 in _cpu_list(cpus):
+    if 0 in measured:
         raise ValueError(f"cpus {cpus!r} includes CPU 0, where oslat's main thread runs")
     return _fill("oslat", {"duration_s": duration_s, "json_path": json_path,
                            "priority": priority, "cpus": cpus})
@@ -239,14 +241,6 @@ def pip_stress_command() -> list[str]:
     """One inversion attempt; it has no options. A run that does not end within a few
     seconds is a deadlock: report it with :func:`hung`."""
     return _fill("pip_stress", {})
-
-
-def _cpu_list(cpus: str) -> set[int]:
-    result: set[int] = set()
-    for part in cpus.split(","):
-        low, _, high = part.partition("-")
-        result.update(range(int(low), int(high or low) + 1))
-    return result
 
 
 def _require_path(json_path: str) -> None:
@@ -368,7 +362,6 @@ class FunctionalResult:
 # ------------------------------------------------------------------ console ----
 
 
-_KERNEL_LOG = re.compile(r"^(<\d+>)?\[\s*\d+\.\d+\]")
 _UNSUPPORTED = re.compile(r"^This architecture is not yet supported\b.*$", re.MULTILINE)
 _USAGE = re.compile(r"^(Usage:|\S+: (invalid|unrecognized) option\b)", re.MULTILINE)
 
@@ -400,7 +393,7 @@ def _lines(text: str) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
         line = raw.rstrip("\r")
         if not line.strip():
             continue
-        (kernel if _KERNEL_LOG.match(line) else kept).append((line_no, line))
+        (kernel if KERNEL_LOG.match(line) else kept).append((line_no, line))
     return kept, kernel
 
 
@@ -558,8 +551,8 @@ def _load(
     # line of rt-tests JSON starts like one, so blank them (keeping line numbers right)
     lines = text.split("\n")
     kernel = tuple((n, line.rstrip("\r")) for n, line in enumerate(lines, start=1)
-                   if _KERNEL_LOG.match(line))
-    clean = "\n".join("" if _KERNEL_LOG.match(line) else line for line in lines)
+                   if KERNEL_LOG.match(line))
+    clean = "\n".join("" if KERNEL_LOG.match(line) else line for line in lines)
     if not clean.strip():
         raise fail("empty: no JSON written (did the tool run?)")
     try:
@@ -933,7 +926,7 @@ def _pip_stress_runs(output: str, source: str) -> list[FunctionalResult]:
         else:
             results.append(parse_pip_stress(text, where, exit_status=int(status)))
         chunk = []
-    trailing = [line for line in chunk if line.strip() and not _KERNEL_LOG.match(line)]
+    trailing = [line for line in chunk if line.strip() and not KERNEL_LOG.match(line)]
     if trailing:
         raise RtTestsParseError(f"{source}: output after the last run's exit status "
                                 f"(truncated?): {trailing[-1][:80]!r}")
