@@ -55,8 +55,6 @@ from rtlab.cyclictest import KERNEL_LOG, SysInfo, require_int
 from rtlab.jsonfields import Fields, no_constants, no_duplicates
 from rtlab.sysinfo import cpu_list
 
-RT_TESTS_VERSION = "2.40"
-
 
 class RtTestsParseError(ValueError):
     """rt-tests output that cannot be trusted; the message starts with its source."""
