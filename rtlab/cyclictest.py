@@ -237,25 +237,13 @@ def parse_json(text: str, source: str, *, expected_threads: int | None = None) -
     # rt-tests 2.4 writes these two keys with a stray colon; accept the fixed spelling too
     cmdline = fields.string("cmdline:", "cmdline")
     rt_test_version = fields.string("rt_test_version:", "rt_test_version")
-    start_time = fields.date("start_time")
-    end_time = fields.date("end_time")
-    if end_time < start_time:
-        raise fail(f"end_time {end_time} is before start_time {start_time}")
+    start_time, end_time = run_times(fields, fail)
     return_code = fields.integer("return_code", low=None)
     if return_code != 0:
         raise fail(f"cyclictest reported return_code {return_code}: the run failed")
     num_threads = fields.integer("num_threads", low=1)
     resolution_in_ns = fields.integer("resolution_in_ns")
-
-    info = Fields(fields.mapping("sysinfo"), "sysinfo.", fail)
-    realtime = info.integer("realtime")
-    if realtime not in (0, 1):
-        raise fail(f"sysinfo.realtime must be 0 or 1, got {realtime}")
-    sysinfo = SysInfo(
-        sysname=info.string("sysname"), nodename=info.string("nodename"),
-        release=info.string("release"), version=info.string("version"),
-        machine=info.string("machine"), realtime=bool(realtime),
-    )
+    sysinfo = read_sysinfo(fields, fail)
 
     range_us = histogram_range(cmdline)
     threads = fields.mapping("thread")
@@ -306,6 +294,28 @@ def _bare_nan(text: str, error: json.JSONDecodeError) -> bool:
 
 
 _NAN_AVERAGE = re.compile(r'("avg"\s*:\s*)-?nan\b')
+
+
+def run_times(fields: Fields, fail: Callable[[str], Exception]) -> tuple[datetime, datetime]:
+    """``start_time`` and ``end_time`` of an rt-tests JSON file, in order."""
+    start_time = fields.date("start_time")
+    end_time = fields.date("end_time")
+    if end_time < start_time:
+        raise fail(f"end_time {end_time} is before start_time {start_time}")
+    return start_time, end_time
+
+
+def read_sysinfo(fields: Fields, fail: Callable[[str], Exception]) -> SysInfo:
+    """The ``sysinfo`` section every rt-tests JSON file has."""
+    info = Fields(fields.mapping("sysinfo"), "sysinfo.", fail)
+    realtime = info.integer("realtime")
+    if realtime not in (0, 1):
+        raise fail(f"sysinfo.realtime must be 0 or 1, got {realtime}")
+    return SysInfo(
+        sysname=info.string("sysname"), nodename=info.string("nodename"),
+        release=info.string("release"), version=info.string("version"),
+        machine=info.string("machine"), realtime=bool(realtime),
+    )
 
 
 def histogram_range(cmdline: str) -> int | None:

@@ -51,7 +51,7 @@ from typing import Any
 
 import attr
 
-from rtlab.cyclictest import KERNEL_LOG, SysInfo, require_int
+from rtlab.cyclictest import KERNEL_LOG, SysInfo, read_sysinfo, require_int, run_times
 from rtlab.jsonfields import Fields, no_constants, no_duplicates
 from rtlab.sysinfo import cpu_list
 
@@ -574,20 +574,9 @@ def _load(
         raise fail(f"cmdline {cmdline!r} is not the command run, {' '.join(argv)!r} "
                    "(a stale file?)")
     version = fields.string("rt_test_version:", "rt_test_version")
-    start_time = fields.date("start_time")
-    end_time = fields.date("end_time")
-    if end_time < start_time:
-        raise fail(f"end_time {end_time} is before start_time {start_time}")
+    start_time, end_time = run_times(fields, fail)
     return_code = fields.integer("return_code", low=None)
-    info = Fields(fields.mapping("sysinfo"), "sysinfo.", fail)
-    realtime = info.integer("realtime")
-    if realtime not in (0, 1):
-        raise fail(f"sysinfo.realtime must be 0 or 1, got {realtime}")
-    sysinfo = SysInfo(
-        sysname=info.string("sysname"), nodename=info.string("nodename"),
-        release=info.string("release"), version=info.string("version"),
-        machine=info.string("machine"), realtime=bool(realtime),
-    )
+    sysinfo = read_sysinfo(fields, fail)
     run = RunInfo(tool=tool, cmdline=cmdline, rt_test_version=version, start_time=start_time,
                   end_time=end_time, return_code=return_code, sysinfo=sysinfo)
     # pi_stress's return code is part of its verdict; the latency tools only write a
