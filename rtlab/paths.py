@@ -25,3 +25,9 @@ def vlab_state_dir() -> Path:
 
 def default_vlab_config() -> Path:
     return Path(os.environ.get("RTLAB_VLAB_CONFIG", REPO_ROOT / "env" / "vlab.yaml"))
+
+
+def health_dir() -> Path:
+    """The places' health records (rtlab.lab.health); ``RTLAB_HEALTH_DIR`` moves them, e.g.
+    to a folder every CI runner of the lab host shares."""
+    return Path(os.environ.get("RTLAB_HEALTH_DIR", cache_dir() / "health")).resolve()
