@@ -1,0 +1,427 @@
+"""Board health: after ``unhealthy_after`` infrastructure errors in a row a place is
+unhealthy, and CI leaves it alone until a health check (flash, boot, short smoke test)
+passes on it again.
+
+rtlab's own record is a :class:`HealthBook`, one JSON file per place. The state is also
+mirrored on the labgrid place (tag ``rtlab_health`` and the place comment) so that every
+CI runner and every person running ``labgrid-client places`` sees it.
+"""
+
+import datetime
+import fcntl
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import attr
+
+from ..results import write_atomic
+
+SCHEMA = "rtlab.health/1"
+KINDS = ("run", "check")
+OUTCOMES = ("ok", "infrastructure-error", "latency-fail")
+# a latency fail is a board that flashed, booted and measured: healthy hardware
+WORKING = ("ok", "latency-fail")
+KEEP_EVENTS = 50
+RECENT_EVENTS = 10
+CAUSE_MAX = 300
+
+# labgrid's tag keys must match [a-z][a-z0-9_]+ and values [a-z0-9_]* (labgrid checks
+# only a prefix of each, so "rtlab-health" would pass its check; this key is valid in full)
+TAG_KEY = "rtlab_health"
+HEALTHY, UNHEALTHY = "healthy", "unhealthy"
+# our part of the place comment; whatever comment the place had before follows COMMENT_SEP
+COMMENT_MARK = "UNHEALTHY since "
+COMMENT_SEP = " || "
+
+PLACE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def utc_now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+
+
+def one_line(text: str) -> str:
+    """Causes are exception messages and log lines: one line, at most CAUSE_MAX chars."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= CAUSE_MAX else text[:CAUSE_MAX - 1] + "…"
+
+
+def _iso_utc(_instance: object, attribute: "attr.Attribute[str]", value: object) -> None:
+    try:
+        when = datetime.datetime.fromisoformat(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"{attribute.name} {value!r} is not an ISO 8601 time") from None
+    if when.utcoffset() != datetime.timedelta(0):
+        raise ValueError(f"{attribute.name} {value!r} is not in UTC")
+
+
+def _place_name(_instance: object, attribute: "attr.Attribute[str]", value: object) -> None:
+    # the place names the book's file, so it must never be a path
+    if not isinstance(value, str) or not PLACE_NAME.fullmatch(value):
+        raise ValueError(f"{attribute.name} {value!r} is not a place name "
+                         f"(allowed: {PLACE_NAME.pattern})")
+
+
+@attr.frozen
+class HealthEvent:
+    """One run or health check on a place, as far as the board's health goes.
+
+    Args:
+        time: ISO 8601 UTC time the run or check ended
+        place: labgrid place name
+        kind: ``run`` (a CI or desk run of the suite) or ``check`` (a health check)
+        outcome: ``ok``, ``infrastructure-error`` (flash, boot, console, lab) or
+            ``latency-fail`` (the board works; the kernel missed a threshold)
+        cause: one line: why (an error's message); made one line on the way in
+        case: the test case it happened in, if any
+    """
+
+    time: str = attr.field(validator=_iso_utc)
+    place: str = attr.field(validator=_place_name)
+    kind: str = attr.field(validator=attr.validators.in_(KINDS))
+    outcome: str = attr.field(validator=attr.validators.in_(OUTCOMES))
+    cause: str = attr.field(default="", converter=one_line)
+    case: str | None = attr.field(
+        default=None, validator=attr.validators.optional(attr.validators.instance_of(str)))
+
+    @classmethod
+    def now(cls, place: str, kind: str, outcome: str, cause: str = "",
+            case: str | None = None) -> "HealthEvent":
+        return cls(utc_now(), place, kind, outcome, cause, case)
+
+    @property
+    def board_works(self) -> bool:
+        return self.outcome in WORKING
+
+    def as_dict(self) -> dict[str, Any]:
+        return attr.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "HealthEvent":
+        fields = {field.name for field in attr.fields(cls)}
+        if not isinstance(data, Mapping) or not fields >= set(data) >= fields - {"case"}:
+            raise ValueError(f"a health event has the keys {sorted(fields)}")
+        return cls(**data)
+
+
+@attr.frozen
+class PlaceHealth:
+    """A place's health: ``consecutive_errors`` counts the infrastructure errors since its
+    last working run or check; ``recent`` are its last RECENT_EVENTS events, oldest first."""
+
+    place: str
+    healthy: bool = True
+    consecutive_errors: int = 0
+    marked_unhealthy_at: str | None = None
+    recent: tuple[HealthEvent, ...] = ()
+
+    @property
+    def last(self) -> HealthEvent | None:
+        return self.recent[-1] if self.recent else None
+
+    def reason(self) -> str:
+        """One line for the place comment and ``rtlab lab health``."""
+        if self.healthy:
+            return "healthy"
+        last = self.last
+        cause = (last.cause or last.outcome) if last else "unknown"
+        errors = "infrastructure error" if self.consecutive_errors == 1 else \
+            "infrastructure errors"
+        return (f"{COMMENT_MARK}{self.marked_unhealthy_at}: {self.consecutive_errors} "
+                f"{errors} in a row; last: {cause}. Run: rtlab lab check {self.place}")
+
+
+@attr.define
+class _Entry:
+    """A place's file: the state, and up to KEEP_EVENTS events, oldest first."""
+
+    place: str
+    healthy: bool = True
+    consecutive_errors: int = 0
+    marked_unhealthy_at: str | None = None
+    events: list[HealthEvent] = attr.Factory(list)
+
+    def apply(self, event: HealthEvent, unhealthy_after: int) -> None:
+        self.events = [*self.events, event][-KEEP_EVENTS:]
+        if event.board_works:
+            self.consecutive_errors = 0
+            # CI schedules no runs on an unhealthy place: only a check brings it back
+            if event.kind == "check":
+                self.healthy = True
+                self.marked_unhealthy_at = None
+        else:
+            self.consecutive_errors += 1
+            if self.healthy and self.consecutive_errors >= unhealthy_after:
+                self.healthy = False
+                self.marked_unhealthy_at = event.time
+
+    def health(self) -> PlaceHealth:
+        return PlaceHealth(self.place, self.healthy, self.consecutive_errors,
+                           self.marked_unhealthy_at, tuple(self.events[-RECENT_EVENTS:]))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, "place": self.place, "healthy": self.healthy,
+                "consecutive_errors": self.consecutive_errors,
+                "marked_unhealthy_at": self.marked_unhealthy_at,
+                "events": [event.as_dict() for event in self.events]}
+
+
+@attr.define
+class HealthBook:
+    """rtlab's record of the places' health: ``<folder>/<place>.json`` each.
+
+    Args:
+        folder: where the files are (rtlab.paths.health_dir() by default in the CLI)
+        unhealthy_after: infrastructure errors in a row that make a place unhealthy
+    """
+
+    folder: Path = attr.field(converter=Path)
+    unhealthy_after: int = attr.field(
+        default=3, validator=[attr.validators.instance_of(int), attr.validators.ge(1)])
+
+    def path(self, place: str) -> Path:
+        _place_name(None, attr.fields(HealthEvent).place, place)
+        return self.folder / f"{place}.json"
+
+    def record(self, event: HealthEvent) -> PlaceHealth:
+        """Add the event to its place's history and return the place's new health."""
+        with self._locked(event.place):
+            entry = self._read(event.place) or _Entry(event.place)
+            entry.apply(event, self.unhealthy_after)
+            write_atomic(self.path(event.place),
+                         json.dumps(entry.as_dict(), indent=2) + "\n")
+        return entry.health()
+
+    def state(self, place: str) -> PlaceHealth:
+        """The place's health; a place never recorded is healthy with no history."""
+        entry = self._read(place)
+        return entry.health() if entry else PlaceHealth(place)
+
+    def places(self) -> list[str]:
+        if not self.folder.is_dir():
+            return []
+        return sorted(path.stem for path in self.folder.glob("*.json")
+                      if not path.name.startswith(".") and PLACE_NAME.fullmatch(path.stem))
+
+    def states(self) -> list[PlaceHealth]:
+        return [self.state(place) for place in self.places()]
+
+    @contextmanager
+    def _locked(self, place: str) -> Iterator[None]:
+        """Two runs on one runner may end at once: read, change and write one at a time."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with open(self.folder / f".{place}.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _read(self, place: str) -> _Entry | None:
+        path = self.path(place)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}:{error.lineno}: not a health record: {error.msg}") \
+                from error
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            raise ValueError(f"{path}:1: not a health record of schema {SCHEMA}")
+        try:
+            return _entry_from(place, data)
+        except _BadRecord as error:
+            raise ValueError(f"{path}:{error.line(text)}: {error}") from None
+
+
+class _BadRecord(ValueError):
+    """A health file's content is wrong at ``key`` (or at events[``event``])."""
+
+    def __init__(self, message: str, key: str, event: int | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+        self.event = event
+
+    def line(self, text: str) -> int:
+        """Files are written one key per line and each event opens with a lone "{"."""
+        lines = text.splitlines()
+        key_line = next((number for number, line in enumerate(lines, 1)
+                         if line.strip().startswith(f'"{self.key}"')), 1)
+        if self.event is None:
+            return key_line
+        openings = [number for number, line in enumerate(lines, 1)
+                    if number > key_line and line.strip() == "{"]
+        return openings[self.event] if self.event < len(openings) else key_line
+
+
+def _entry_from(place: str, data: dict[str, Any]) -> _Entry:
+    if data.get("place") != place:
+        raise _BadRecord(f"it is the record of place {data.get('place')!r}", "place")
+    if not isinstance(data.get("healthy"), bool):
+        raise _BadRecord("'healthy' is not true or false", "healthy")
+    errors = data.get("consecutive_errors")
+    if not isinstance(errors, int) or isinstance(errors, bool) or errors < 0:
+        raise _BadRecord("'consecutive_errors' is not a count", "consecutive_errors")
+    marked = data.get("marked_unhealthy_at")
+    if marked is not None:
+        try:
+            _iso_utc(None, attr.fields(_Entry).marked_unhealthy_at, marked)
+        except ValueError as error:
+            raise _BadRecord(str(error), "marked_unhealthy_at") from None
+    if not isinstance(data.get("events"), list):
+        raise _BadRecord("'events' is not a list", "events")
+    events = []
+    for number, item in enumerate(data["events"]):
+        try:
+            events.append(HealthEvent.from_dict(item))
+        except (TypeError, ValueError) as error:
+            raise _BadRecord(f"events[{number}]: {error}", "events", number) from None
+    return _Entry(place, data["healthy"], errors, marked, events)
+
+
+def run_event(place: str, kind: str, exit_code: int,
+              records: Iterable[Mapping[str, Any]]) -> HealthEvent:
+    """The health event of a suite run or check from its result records (rtlab.results):
+    an ``error`` verdict is the board, its console or the lab failing (rtlab.suite), a
+    ``fail`` is a latency fail, and a failed run with no record failed before any case."""
+    records = list(records)
+    for verdict, outcome in (("error", "infrastructure-error"), ("fail", "latency-fail")):
+        for record in records:
+            if record.get("verdict") == verdict:
+                return HealthEvent.now(place, kind, outcome, record.get("message", ""),
+                                       record.get("name") or record.get("case"))
+    if exit_code != 0 and not any(r.get("verdict") == "pass" for r in records):
+        return HealthEvent.now(place, kind, "infrastructure-error",
+                               f"pytest exited with {exit_code} before recording a result")
+    return HealthEvent.now(place, kind, "ok", f"{len(records)} case(s) recorded")
+
+
+# --- the labgrid place -----------------------------------------------------------------
+
+@attr.frozen
+class PlaceInfo:
+    """What ``labgrid-client -p <place> show`` tells of a place's tags and comment."""
+
+    tags: dict[str, str] = attr.Factory(dict)
+    comment: str = ""
+
+
+class PlaceUnhealthy(RuntimeError):
+    """The place is marked unhealthy on the coordinator."""
+
+
+def parse_place_show(text: str) -> PlaceInfo:
+    """Read tags and comment from ``labgrid-client show``: labgrid 26 prints, before the
+    place's ``matches:``, ``  comment: <comment>`` and ``  tags: k=v, k=v`` (sorted by key;
+    values may contain ", ", so a pair starts only where a valid key and "=" follow)."""
+    tags: dict[str, str] = {}
+    comment = ""
+    for line in text.splitlines():
+        if line.startswith("  matches:"):
+            break
+        if line.startswith("  comment: "):
+            comment = line[len("  comment: "):]
+        elif line.startswith("  tags: "):
+            for pair in re.split(r", (?=[a-z][a-z0-9_]*=)", line[len("  tags: "):]):
+                key, _, value = pair.partition("=")
+                tags[key] = value
+    return PlaceInfo(tags, comment)
+
+
+def _labgrid_client(coordinator: str, place: str, *args: str, client: Path | None = None,
+                    timeout: float = 60) -> str:
+    program = client or Path(sys.executable).parent / "labgrid-client"
+    cmd = [os.fspath(program), "-x", coordinator, "-p", place, *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"labgrid-client {' '.join(args)} on {place} failed: "
+                           f"{(proc.stderr or proc.stdout).strip()}")
+    return proc.stdout
+
+
+def place_info(coordinator: str, place: str, client: Path | None = None) -> PlaceInfo:
+    return parse_place_show(_labgrid_client(coordinator, place, "show", client=client))
+
+
+def place_health_tag(coordinator: str, place: str, client: Path | None = None) -> str | None:
+    """The place's ``rtlab_health`` tag: "healthy", "unhealthy" or None (never marked)."""
+    return place_info(coordinator, place, client).tags.get(TAG_KEY)
+
+
+def health_comment(health: PlaceHealth, comment: str) -> str:
+    """The place comment for ``health``, given the current one: our reason in front of
+    whatever the place's comment was before we marked it, which comes back once healthy."""
+    theirs = comment
+    if comment.startswith(COMMENT_MARK):
+        _, sep, rest = comment.partition(COMMENT_SEP)
+        theirs = rest if sep else ""
+    if health.healthy:
+        return theirs
+    ours = health.reason().replace(COMMENT_SEP, " | ")
+    return f"{ours}{COMMENT_SEP}{theirs}" if theirs else ours
+
+
+def mark_place(coordinator: str, place: str, health: PlaceHealth,
+               client: Path | None = None) -> None:
+    """Mirror ``health`` on the labgrid place: tag ``rtlab_health=healthy|unhealthy`` and,
+    while unhealthy, the reason in the comment. ``set-tags`` merges (labgrid 26's
+    coordinator only adds, changes or, for an empty value, deletes the given keys), so the
+    place's other tags stay; the comment before marking is kept behind our reason."""
+    info = place_info(coordinator, place, client)
+    value = HEALTHY if health.healthy else UNHEALTHY
+    if info.tags.get(TAG_KEY) != value:
+        _labgrid_client(coordinator, place, "set-tags", f"{TAG_KEY}={value}", client=client)
+    comment = health_comment(health, info.comment)
+    if comment != info.comment:
+        _labgrid_client(coordinator, place, "set-comment", comment, client=client)
+
+
+def ensure_schedulable(coordinator: str, place: str, client: Path | None = None) -> None:
+    """Raise PlaceUnhealthy if the place is tagged unhealthy on the coordinator (the tag,
+    not this runner's HealthBook: the place may have failed on another runner)."""
+    info = place_info(coordinator, place, client)
+    if info.tags.get(TAG_KEY) == UNHEALTHY:
+        raise PlaceUnhealthy(f"place {place} is unhealthy: {info.comment or 'no comment'}")
+
+
+# --- rtlab lab health ------------------------------------------------------------------
+
+def format_health(states: list[PlaceHealth], history: bool = False) -> str:
+    """The table of ``rtlab lab health``; with ``history``, each place's recent events."""
+    header = ("PLACE", "STATE", "ERRORS", "LAST EVENT", "OUTCOME", "CAUSE")
+    rows = []
+    for health in states:
+        last = health.last
+        rows.append((health.place, HEALTHY if health.healthy else UNHEALTHY,
+                     str(health.consecutive_errors),
+                     f"{last.time} {last.kind}" if last else "-",
+                     last.outcome if last else "-",
+                     (last.cause or "-") if last else "-"))
+    if not rows:
+        return "no health records yet\n"
+    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header) - 1)]
+    lines = ["  ".join([*(cell.ljust(width) for cell, width in zip(row, widths,
+                                                                   strict=False)), row[-1]])
+             .rstrip() for row in (header, *rows)]
+    unhealthy = [health for health in states if not health.healthy]
+    for health in unhealthy:
+        lines.append(f"{health.place}: {health.reason()}")
+    if history:
+        for health in states:
+            lines += ["", f"{health.place} (last {len(health.recent)} events, oldest first):"]
+            for event in health.recent:
+                case = f" [{event.case}]" if event.case else ""
+                lines.append(f"  {event.time}  {event.kind:<5}  {event.outcome:<20}  "
+                             f"{event.cause or '-'}{case}".rstrip())
+            if not health.recent:
+                lines.append("  (none)")
+    return "\n".join(lines) + "\n"
