@@ -130,12 +130,17 @@ class PlaceHealth:
         """One line for the place comment and ``rtlab lab health``."""
         if self.healthy:
             return "healthy"
-        last = self.last
+        # the last error, even if a working run (which CI should not have scheduled)
+        # came after it and reset the streak
+        last = next((e for e in reversed(self.recent) if not e.board_works), None)
         cause = (last.cause or last.outcome) if last else "unknown"
-        errors = "infrastructure error" if self.consecutive_errors == 1 else \
-            "infrastructure errors"
-        return (f"{COMMENT_MARK}{self.marked_unhealthy_at}: {self.consecutive_errors} "
-                f"{errors} in a row; last: {cause}. Run: rtlab lab check {self.place}")
+        if self.consecutive_errors:
+            plural = "s" if self.consecutive_errors > 1 else ""
+            errors = f"{self.consecutive_errors} infrastructure error{plural} in a row"
+        else:
+            errors = "infrastructure errors"
+        return (f"{COMMENT_MARK}{self.marked_unhealthy_at}: {errors}; last: {cause}. "
+                f"Run: rtlab lab check {self.place}")
 
 
 @attr.define

@@ -97,6 +97,10 @@ def test_only_a_passing_check_heals(book):
                         event("ok", "run", minute=6), event("latency-fail", "run", minute=7))
     assert not health.healthy
     assert health.marked_unhealthy_at == "2026-11-23T10:03:00+00:00"
+    assert health.consecutive_errors == 0
+    assert health.reason() == ("UNHEALTHY since 2026-11-23T10:03:00+00:00: infrastructure "
+                               "errors; last: infrastructure-error. "
+                               f"Run: rtlab lab check {PLACE}")
     health = book.record(event("ok", "check", minute=8))
     assert health.healthy and health.consecutive_errors == 0
     assert health.marked_unhealthy_at is None
