@@ -1,7 +1,6 @@
 """Glue between pytest outcomes and rtlab verdicts for the on-board suite."""
 
 import datetime
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -10,6 +9,7 @@ import attr
 import pytest
 
 from .cyclictest import CpuResult, NoWakeup
+from .manifest import read_image_manifest
 from .thresholds import Threshold, format_us
 
 
@@ -73,10 +73,7 @@ def image_manifest_for(image: str | None) -> dict[str, Any]:
     path = Path(image).with_name("manifest.json")
     if not path.exists():
         return {}
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path}:{error.lineno}: invalid image manifest: {error.msg}") from error
+    return read_image_manifest(path)
 
 
 def cpu_figures(cpu: CpuResult) -> dict[str, float | None]:

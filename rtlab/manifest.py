@@ -1,0 +1,43 @@
+"""The image manifest (``manifest.json`` beside an SD image, written by ``rtlab image
+build``): read strictly, because the suite takes the flavour thresholds are judged by and
+the identity every result record carries from it."""
+
+import re
+from pathlib import Path
+from typing import Any
+
+from .jsonfile import JsonFileError, json_line_of, load_json, require
+from .vlab.image import SCHEMA_VERSION
+
+WHAT = "image manifest"
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def read_image_manifest(path: Path) -> dict[str, Any]:
+    """The manifest at ``path``, checked for the keys the suite reads; anything else in
+    it is passed through. Raises :class:`JsonFileError` with ``path:line:`` and what was
+    expected."""
+    manifest = load_json(path, WHAT)
+    schema = require(path, manifest, "schema", (int,), WHAT)
+    if schema != SCHEMA_VERSION:
+        raise JsonFileError(f"{path}:{json_line_of(manifest, 'schema')}: {WHAT} schema "
+                            f"{schema}, expected {SCHEMA_VERSION} (rebuild the image)")
+    for key in ("image_id", "board", "flavour"):
+        if not require(path, manifest, key, (str,), WHAT):
+            raise JsonFileError(f"{path}:{json_line_of(manifest, key)}: {WHAT} {key!r} "
+                                "must be a non-empty string")
+    kernel = require(path, manifest, "kernel", (dict,), WHAT)
+    for key in ("package", "version", "release"):
+        require(path, kernel, key, (str,), f"{WHAT} 'kernel'")
+    for key in ("metapackage", "metapackage_version", "preemption"):
+        if key in kernel:
+            require(path, kernel, key, (str, type(None)), f"{WHAT} 'kernel'")
+    if "hz" in kernel:
+        require(path, kernel, "hz", (int, type(None)), f"{WHAT} 'kernel'")
+    sd_image = require(path, manifest, "sd_image", (dict,), WHAT)
+    sha256 = require(path, sd_image, "sha256", (str,), f"{WHAT} 'sd_image'")
+    if not _SHA256.fullmatch(sha256):
+        raise JsonFileError(f"{path}:{json_line_of(sd_image, 'sha256')}: {WHAT} "
+                            f"'sd_image' 'sha256' must be 64 lowercase hex digits, "
+                            f"got {sha256!r}")
+    return manifest

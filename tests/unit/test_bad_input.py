@@ -1,0 +1,87 @@
+"""Bad input, one file kind at a time: every refusal names the file, the line and what was
+expected, so that whoever broke the file can fix it without reading rtlab's code."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rtlab.jsonfile import JsonFileError
+from rtlab.manifest import read_image_manifest
+from rtlab.suite import image_manifest_for
+
+SHA = "ab" * 32
+
+
+def good_manifest() -> dict:
+    """The keys ``rtlab image build`` writes that the suite reads (rtlab/vlab/image.py)."""
+    return {
+        "schema": 1, "image_id": SHA[:16], "board": "imx6q", "flavour": "rt", "arch": "armhf",
+        "kernel": {"metapackage": "linux-image-rt-armmp", "metapackage_version": "6.1",
+                   "package": "linux-image-6.1.0-rt-armmp", "version": "6.1.1-1",
+                   "release": "6.1.0-rt-armmp", "preemption": "PREEMPT_RT", "hz": 250,
+                   "modules": ["fec"]},
+        "sd_image": {"file": "sdcard.img", "size": 1, "sha256": SHA},
+    }
+
+
+def write_json(path: Path, data: object) -> Path:
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    return path
+
+
+# -- image manifest ----------------------------------------------------------------------
+
+def test_a_built_image_manifest_is_read(tmp_path):
+    write_json(tmp_path / "manifest.json", good_manifest())
+    manifest = image_manifest_for(str(tmp_path / "sdcard.img"))
+    assert manifest["flavour"] == "rt"
+    assert manifest["kernel"]["release"] == "6.1.0-rt-armmp"
+
+
+def test_an_image_without_a_manifest_has_none(tmp_path):
+    assert image_manifest_for(str(tmp_path / "sdcard.img")) == {}
+
+
+def test_manifest_with_a_wrong_type_names_file_line_and_expectation(tmp_path):
+    manifest = good_manifest()
+    manifest["kernel"]["release"] = 6
+    path = write_json(tmp_path / "manifest.json", manifest)
+    line = path.read_text().splitlines().index('    "release": 6,') + 1
+    with pytest.raises(JsonFileError) as error:
+        read_image_manifest(path)
+    assert str(error.value) == (f"{path}:{line}: image manifest 'kernel' 'release' must be "
+                                "a string, got 6")
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    (lambda m: m.pop("flavour"), ":1: image manifest lacks 'flavour' (expected a string)"),
+    (lambda m: m.update(flavour=""), ":5: image manifest 'flavour' must be a non-empty string"),
+    (lambda m: m.update(schema=2), ":2: image manifest schema 2, expected 1"),
+    (lambda m: m.update(kernel=[]), ":7: image manifest 'kernel' must be an object, got an "
+                                    "array"),
+    (lambda m: m["sd_image"].update(sha256="x"), "'sha256' must be 64 lowercase hex digits"),
+    (lambda m: m["kernel"].update(hz=True), "'kernel' 'hz' must be an integer or null, got "
+                                            "true"),
+])
+def test_manifest_refusals(tmp_path, change, expected):
+    manifest = good_manifest()
+    change(manifest)
+    path = write_json(tmp_path / "manifest.json", manifest)
+    with pytest.raises(JsonFileError, match=str(path)) as error:
+        read_image_manifest(path)
+    assert expected in str(error.value)
+
+
+def test_manifest_that_is_not_json_names_the_line(tmp_path):
+    path = tmp_path / "manifest.json"
+    path.write_text('{\n  "schema": 1,\n  "board": imx6q\n}\n')
+    with pytest.raises(JsonFileError, match=rf"^{path}:3: invalid image manifest, not JSON"):
+        image_manifest_for(str(tmp_path / "sdcard.img"))
+
+
+def test_manifest_with_a_key_twice_names_the_second(tmp_path):
+    path = tmp_path / "manifest.json"
+    path.write_text('{\n  "flavour": "rt",\n  "flavour": "std"\n}\n')
+    with pytest.raises(JsonFileError, match=rf"^{path}:3: .*duplicate key 'flavour'"):
+        read_image_manifest(path)
