@@ -139,7 +139,10 @@ def require(path: Path, node: Any, key: str, kinds: tuple[type, ...],  # noqa: A
     """``node[key]``, which must be one of ``kinds``; ``where`` names ``node`` in the
     message (e.g. "image manifest 'kernel'"). Complaints say the file, the line and what
     was expected."""
-    expected = " or ".join(_TYPE_NAMES.get(kind, kind.__name__) for kind in kinds)
+    names = [_TYPE_NAMES.get(kind, kind.__name__) for kind in kinds]
+    if int in kinds and float in kinds:
+        names.remove("an integer")
+    expected = " or ".join(names)
     if not isinstance(node, dict):
         raise JsonFileError(f"{path}:{json_line_of(node)}: {where} must be an object, "
                             f"got {_describe(node)}")

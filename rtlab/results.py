@@ -7,8 +7,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from .jsonfile import JsonFileError, json_line_of, load_json, require
+
 SCHEMA = "rtlab.result/2"
 VERDICTS = ("pass", "fail", "error", "skipped")
+WHAT = "result record"
 CI_VARIABLES = ("CI_PIPELINE_ID", "CI_JOB_ID", "CI_COMMIT_SHA", "CI_COMMIT_REF_NAME",
                 "CI_MERGE_REQUEST_IID")
 
@@ -55,10 +58,38 @@ def write_record(folder: Path, record: dict[str, Any]) -> Path:
 
 
 def read_record(path: Path) -> dict[str, Any]:
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path}:{error.lineno}: not a result record: {error.msg}") from error
-    if not isinstance(record, dict) or record.get("schema") != SCHEMA:
-        raise ValueError(f"{path}: not a result record of schema {SCHEMA}")
+    """A result record, checked for the fields every record has (and the shape of its
+    per-CPU figures, if any): a report built on a garbled record would misstate a run.
+    Raises :class:`JsonFileError` (a ValueError) with ``path:line:`` and what was
+    expected."""
+    record = load_json(path, "result record")
+    if not isinstance(record, dict):
+        raise JsonFileError(f"{path}:{json_line_of(record)}: not a result record: expected "
+                            f"an object with 'schema': {SCHEMA!r}")
+    schema = require(path, record, "schema", (str,), WHAT)
+    if schema != SCHEMA:
+        raise JsonFileError(f"{path}:{json_line_of(record, 'schema')}: {WHAT} schema "
+                            f"{schema!r}, expected {SCHEMA!r}")
+    for key in ("case", "started"):
+        if not require(path, record, key, (str,), WHAT):
+            raise JsonFileError(f"{path}:{json_line_of(record, key)}: {WHAT} {key!r} must "
+                                "be a non-empty string")
+    if "finished" in record:
+        require(path, record, "finished", (str, type(None)), WHAT)
+    verdict = require(path, record, "verdict", (str,), WHAT)
+    if verdict not in VERDICTS:
+        raise JsonFileError(f"{path}:{json_line_of(record, 'verdict')}: {WHAT} 'verdict' "
+                            f"{verdict!r}, expected one of: {', '.join(VERDICTS)}")
+    require(path, record, "message", (str,), WHAT)
+    if "cpus" in record:
+        cpus = require(path, record, "cpus", (list,), WHAT)
+        for index, cpu in enumerate(cpus):
+            where = f"{WHAT} 'cpus'[{index}]"
+            if not isinstance(cpu, dict):
+                raise JsonFileError(f"{path}:{json_line_of(cpus, index)}: {where} must be "
+                                    "an object")
+            require(path, cpu, "cpu", (int, type(None)), where)
+            require(path, cpu, "samples", (int,), where)
+            for key in ("min_us", "avg_us", "max_us"):
+                require(path, cpu, key, (int, float, type(None)), where)
     return record

@@ -8,6 +8,7 @@ import pytest
 
 from rtlab.jsonfile import JsonFileError
 from rtlab.manifest import read_image_manifest
+from rtlab.results import SCHEMA, read_record, write_record
 from rtlab.suite import image_manifest_for
 
 SHA = "ab" * 32
@@ -85,3 +86,61 @@ def test_manifest_with_a_key_twice_names_the_second(tmp_path):
     path.write_text('{\n  "flavour": "rt",\n  "flavour": "std"\n}\n')
     with pytest.raises(JsonFileError, match=rf"^{path}:3: .*duplicate key 'flavour'"):
         read_image_manifest(path)
+
+
+# -- result record -----------------------------------------------------------------------
+
+def good_record() -> dict:
+    return {"schema": SCHEMA, "case": "tests/target/test_latency.py::test_latency[cpu100]",
+            "started": "2026-11-22T08:56:51+00:00", "finished": "2026-11-22T08:57:51+00:00",
+            "verdict": "fail", "message": "CPU1 max 90 µs > max_us 80 µs",
+            "cpus": [{"cpu": 0, "thread": 0, "samples": 1000, "min_us": 3, "avg_us": 5.5,
+                      "max_us": 90},
+                     {"cpu": 1, "thread": 1, "samples": 0, "min_us": None, "avg_us": None,
+                      "max_us": None, "no_wakeup": True}],
+            "ci": {}}
+
+
+def test_a_written_record_reads_back(tmp_path):
+    record = good_record()
+    record.pop("schema")
+    path = write_record(tmp_path, record)
+    assert read_record(path)["cpus"][1]["max_us"] is None
+
+
+def test_record_with_an_unknown_verdict_names_file_line_and_the_valid_ones(tmp_path):
+    record = good_record()
+    record["verdict"] = "ok"
+    path = write_json(tmp_path / "r.json", record)
+    line = path.read_text().splitlines().index('  "verdict": "ok",') + 1
+    with pytest.raises(JsonFileError) as error:
+        read_record(path)
+    assert str(error.value) == (f"{path}:{line}: result record 'verdict' 'ok', expected one "
+                                "of: pass, fail, error, skipped")
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    (lambda r: r.update(schema="rtlab.result/1"),
+     ":2: result record schema 'rtlab.result/1', expected 'rtlab.result/2'"),
+    (lambda r: r.pop("case"), ":1: result record lacks 'case' (expected a string)"),
+    (lambda r: r.update(message=None), ":7: result record 'message' must be a string, got "
+                                       "null"),
+    (lambda r: r.update(cpus={}), ":8: result record 'cpus' must be an array, got an object"),
+    (lambda r: r["cpus"].append(3), ":26: result record 'cpus'[2] must be an object"),
+    (lambda r: r["cpus"][0].update(max_us="90"),
+     ":15: result record 'cpus'[0] 'max_us' must be a number or null, got \"90\""),
+])
+def test_record_refusals(tmp_path, change, expected):
+    record = good_record()
+    change(record)
+    path = write_json(tmp_path / "r.json", record)
+    with pytest.raises(JsonFileError) as error:
+        read_record(path)
+    assert str(error.value) == f"{path}{expected}"
+
+
+def test_record_that_is_not_an_object(tmp_path):
+    path = write_json(tmp_path / "r.json", [good_record()])
+    with pytest.raises(JsonFileError, match=rf"^{path}:1: not a result record: expected an "
+                                            "object"):
+        read_record(path)

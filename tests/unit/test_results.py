@@ -62,9 +62,10 @@ def test_record_is_written_whole_and_read_back(tmp_path, monkeypatch):
 def test_records_of_the_same_case_from_different_runs_are_all_kept(tmp_path):
     first = write_record(tmp_path, {"case": "tests/x.py::test[cpu]",
                                     "name": "imx6q/rt/cpu100/1000us", "verdict": "pass",
-                                    "started": "2026-11-22T08:56:51+00:00"})
+                                    "message": "", "started": "2026-11-22T08:56:51+00:00"})
     second = write_record(tmp_path, {"case": "tests/x.py::test[cpu]",
                                      "name": "imx6q/rt/cpu100/1000us", "verdict": "fail",
+                                     "message": "CPU1 max 9 > 5",
                                      "started": "2026-11-22T08:57:50+00:00"})
     assert first != second
     assert read_record(first)["verdict"] == "pass" and read_record(second)["verdict"] == "fail"
@@ -83,7 +84,7 @@ def test_unknown_verdict_is_refused(tmp_path):
 def test_garbled_record_names_file_and_line(tmp_path):
     path = tmp_path / "r.json"
     path.write_text('{\n "schema": \n')
-    with pytest.raises(ValueError, match=r"r.json:3: not a result record"):
+    with pytest.raises(ValueError, match=r"r.json:3: invalid result record, not JSON"):
         read_record(path)
 
 
