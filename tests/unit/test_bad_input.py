@@ -6,12 +6,15 @@ from pathlib import Path
 
 import pytest
 
+from rtlab.envfile import check_env_file, check_exporter_file
 from rtlab.jsonfile import JsonFileError
 from rtlab.manifest import read_image_manifest
+from rtlab.paths import REPO_ROOT
 from rtlab.results import SCHEMA, read_record, write_record
 from rtlab.suite import image_manifest_for
 
 SHA = "ab" * 32
+ENV = REPO_ROOT / "env"
 
 
 def good_manifest() -> dict:
@@ -144,3 +147,96 @@ def test_record_that_is_not_an_object(tmp_path):
     with pytest.raises(JsonFileError, match=rf"^{path}:1: not a result record: expected an "
                                             "object"):
         read_record(path)
+
+
+# -- labgrid environment file --------------------------------------------------------------
+
+def edited(source: Path, tmp_path: Path, *edits: tuple[str, str]) -> tuple[Path, list[str]]:
+    """A copy of ``source`` with text replaced, and its lines."""
+    text = source.read_text()
+    for old, new in edits:
+        assert old in text, old
+        text = text.replace(old, new)
+    path = tmp_path / source.name
+    path.write_text(text)
+    return path, text.splitlines()
+
+
+def line_with(lines: list[str], text: str) -> int:
+    return next(number for number, line in enumerate(lines, 1) if text in line)
+
+
+def test_env_file_with_a_misspelt_driver_names_the_line_and_close_matches(tmp_path):
+    path, lines = edited(ENV / "virtual.yaml", tmp_path, ("ShellDriver:", "ShelDriver:"))
+    assert check_env_file(path) == [
+        f"{path}:{line_with(lines, 'ShelDriver')}: target 'main' drivers: unknown driver "
+        "class 'ShelDriver' (did you mean: ShellDriver, SerialDriver, SSHDriver?)"]
+
+
+@pytest.mark.parametrize(("edit", "at", "expected"), [
+    (("login_timeout: 180", "login_timout: 180"), "login_timout",
+     "unknown parameter 'login_timout' for ShellDriver (expected one of: "),
+    (("  sdcard: !template", "  card: !template"), "images:",
+     "'images' lacks 'sdcard', the SD card image RTLabStrategy flashes (has: card)"),
+    (('"$LG_IMAGE"', '"$IMAGE"'), "$IMAGE",
+     "!template '$IMAGE': expected only $LG_* variables and $BASE"),
+    (("      RTLabStrategy:\n        image: sdcard\n", ""), "NetworkPowerDriver:",
+     "target 'main' drivers: no RTLabStrategy"),
+    (("imports:\n  - rtlab.lab\n", ""), "options:",
+     "RTLabStrategy, VirtualSDMuxDriver, VirtualStorageDriver need(s) 'imports: "
+     "[rtlab.lab]'"),
+    (("  main:", "  mian:"), "targets:", "'targets' must be a mapping with the target 'main'"),
+    (("    drivers:", "    driver:"), "driver:", "unknown key 'driver' in target 'main' "
+                                                "(expected one of: resources, drivers, "),
+    (("RemotePlace:", "RemotPlace:"), "RemotPlace",
+     "unknown resource class 'RemotPlace' (did you mean: RemotePlace"),
+    (("SerialDriver: {}", "SerialDriver:"), "SerialDriver",
+     "SerialDriver must be a mapping of parameters ({} for none)"),
+    (('name: !template "$LG_PLACE"', 'name: !tempate "$LG_PLACE"'), "!tempate",
+     "unknown tag !tempate (expected !template or none)"),
+])
+def test_env_file_refusals(tmp_path, edit, at, expected):
+    path, lines = edited(ENV / "virtual.yaml", tmp_path, edit)
+    # a misspelt section key also leaves the section missing: the first problem is the cause
+    problems = check_env_file(path)
+    assert len(problems) <= 2, problems
+    assert problems[0].startswith(f"{path}:{line_with(lines, at)}: ")
+    assert expected in problems[0]
+
+
+def test_env_file_with_broken_yaml_names_the_line(tmp_path):
+    path, lines = edited(ENV / "rack.yaml", tmp_path, ("      SerialDriver: {}",
+                                                       "      SerialDriver: {"))
+    # the parser notices on the line after the unclosed brace
+    [problem] = check_env_file(path)
+    assert problem.startswith(f"{path}:{line_with(lines, 'login_prompt')}: invalid YAML: "
+                              "expected ',' or '}'")
+
+
+# -- labgrid exporter file -------------------------------------------------------------------
+
+def test_exporter_file_with_a_misspelt_class_names_the_source_line(tmp_path):
+    source = ENV / "exporter" / "labhost-01.yaml"
+    path, lines = edited(source, tmp_path,
+                         ("imx6q-02:\n  USBSerialPort:", "imx6q-02:\n  USBSerialPrt:"))
+    [problem] = check_exporter_file(path)
+    assert problem.startswith(f"{path}:{line_with(lines, 'USBSerialPrt')}: imx6q-02/USBSerialPrt: "
+                              "unknown resource class 'USBSerialPrt' (did you mean: "
+                              "USBSerialPort, ")
+
+
+@pytest.mark.parametrize(("edit", "at", "expected"), [
+    (('host: "{{ pdu }}"\n    index: 3', 'host: "{{ pdu }}"\n    indx: 3'), "indx",
+     "rpi3-01/NetworkPowerPort: unknown parameter 'indx' for NetworkPowerPort (expected one "
+     "of: "),
+    (('host: "{{ pdu }}"\n    index: 1', 'host: "{{ pdu }"\n    index: 1'), "{{ pdu }\"",
+     "invalid Jinja2 template: unexpected '}'"),
+    (("rpi3-02:\n", "rpi3-02:\n  USBPowerPort:\n"),
+     "USBPowerPort", "rpi3-02/USBPowerPort: expected a mapping of parameters (the exporter "
+                     "skips an empty entry)"),
+])
+def test_exporter_file_refusals(tmp_path, edit, at, expected):
+    path, lines = edited(ENV / "exporter" / "labhost-01.yaml", tmp_path, edit)
+    [problem] = check_exporter_file(path)
+    assert problem.startswith(f"{path}:{line_with(lines, at)}: ")
+    assert expected in problem

@@ -11,6 +11,7 @@ from labgrid.factory import target_factory
 from labgrid.remote.config import ResourceConfig
 from ruamel.yaml import YAML
 
+from rtlab.envfile import check_env_file, check_exporter_file
 from rtlab.lab.drivers import VirtualSDMuxDriver, VirtualStorageDriver
 from rtlab.lab.strategy import RTLabStrategy
 from rtlab.paths import REPO_ROOT
@@ -19,6 +20,8 @@ from rtlab.vlab.server import exporter_config
 
 ENV = REPO_ROOT / "env"
 EXPORTER_FILES = sorted((ENV / "exporter").glob("*.yaml"))
+# env/vlab.yaml configures the virtual rack itself; the rest are labgrid environments
+ENV_FILES = sorted(path for path in ENV.glob("*.yaml") if path.name != "vlab.yaml")
 
 # What a client sees of each class a lab host exports (labgrid's exporter turns local USB
 # resources into their Network* counterparts).
@@ -107,3 +110,13 @@ def test_exporter_files_use_real_classes_and_parameters(exporter_file):
         # every board needs power, console, mux and card, or CI cannot run it
         assert {"NetworkPowerPort", "USBSerialPort"} <= set(group), group_name
         assert {"USBSDMuxDevice", "USBSDWireDevice"} & set(group), group_name
+
+
+@pytest.mark.parametrize("env_file", ENV_FILES, ids=lambda p: p.name)
+def test_env_files_pass_rtlabs_own_check(env_file):
+    assert check_env_file(env_file) == []
+
+
+@pytest.mark.parametrize("exporter_file", EXPORTER_FILES, ids=lambda p: p.name)
+def test_exporter_files_pass_rtlabs_own_check(exporter_file):
+    assert check_exporter_file(exporter_file) == []
