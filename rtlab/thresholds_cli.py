@@ -37,7 +37,10 @@ def show(thresholds_path: Path, suite_path: Path, board: str, flavour: str | Non
     if scenario in suite.rt_tests:
         cases = [(scenario, None)]
     elif scenario:
-        cases = [(suite.scenario(scenario).name, i) for i in intervals]
+        if scenario not in suite.scenarios:
+            raise ValueError(f"{suite.source}: no scenario or rt-test {scenario!r} (valid: "
+                             f"{', '.join((*suite.scenarios, *suite.rt_tests))})")
+        cases = [(scenario, i) for i in intervals]
     else:
         cases = [(name, i) for name in suite.scenarios for i in intervals]
         cases += [(tool, None) for tool in suite.rt_tests]

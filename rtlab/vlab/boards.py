@@ -77,7 +77,8 @@ class BoardModel:
             return self.kernel_packages[flavour]
         except KeyError:
             raise ValueError(
-                f"unknown flavour {flavour!r}; valid flavours: {', '.join(FLAVOURS)}"
+                f"unknown flavour {flavour!r} for board {self.name}; valid flavours: "
+                f"{', '.join(self.kernel_packages)}"
             ) from None
 
 

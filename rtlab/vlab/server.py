@@ -79,7 +79,10 @@ class VirtualRack:
         try:
             return self.by_place[request.match_info["place"]]
         except KeyError:
-            raise web.HTTPNotFound(text=f"no place {request.match_info['place']}\n") from None
+            raise web.HTTPNotFound(
+                text=f"no place {request.match_info['place']} "
+                f"(valid: {', '.join(sorted(self.by_place))})\n"
+            ) from None
 
     async def http_status(self, request: web.Request) -> web.Response:
         return web.json_response({

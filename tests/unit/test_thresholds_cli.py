@@ -144,7 +144,8 @@ def test_show_unknown_flavour_or_scenario():
     with pytest.raises(ThresholdsError, match=re.escape(
             "thresholds.yaml: board 'imx6q' has no flavour 'preempt' (valid: rt, std)")):
         show(THRESHOLDS, SUITE, "imx6q", "preempt", None, None)
-    with pytest.raises(ValueError, match=re.escape("suite.yaml: no scenario 'cpu60' (valid: ")):
+    with pytest.raises(ValueError, match=re.escape(
+            "suite.yaml: no scenario or rt-test 'cpu60' (valid: ")):
         show(THRESHOLDS, SUITE, "imx6q", "rt", "cpu60", None)
 
 
