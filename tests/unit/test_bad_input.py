@@ -3,15 +3,24 @@ expected, so that whoever broke the file can fix it without reading rtlab's code
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from aiohttp import web
 
 from rtlab.envfile import check_env_file, check_exporter_file
 from rtlab.jsonfile import JsonFileError
 from rtlab.manifest import read_image_manifest
 from rtlab.paths import REPO_ROOT
 from rtlab.results import SCHEMA, read_record, write_record
+from rtlab.scenarios import SuiteFileError, load_suite
 from rtlab.suite import image_manifest_for
+from rtlab.thresholds import ThresholdsError, load_thresholds
+from rtlab.thresholds_cli import show
+from rtlab.vlab.boards import board_model
+from rtlab.vlab.config import load_config
+from rtlab.vlab.server import VirtualRack
+from rtlab.yamlfile import YamlFileError
 
 SHA = "ab" * 32
 ENV = REPO_ROOT / "env"
@@ -32,6 +41,73 @@ def good_manifest() -> dict:
 def write_json(path: Path, data: object) -> Path:
     path.write_text(json.dumps(data, indent=2) + "\n")
     return path
+
+
+# -- thresholds, suite and virtual rack files (their loaders have their own tests; one
+# -- representative refusal each keeps every file kind in this one place) ---------------
+
+def test_thresholds_file_with_a_misspelt_metric(tmp_path):
+    path, lines = edited(REPO_ROOT / "thresholds.yaml", tmp_path, ("defaults: {}",
+                                                                   "defaults: {max_ms: 5}"))
+    with pytest.raises(ThresholdsError) as error:
+        load_thresholds(path)
+    assert str(error.value) == (f"{path}:{line_with(lines, 'max_ms')}: unknown key 'max_ms' "
+                                "(expected one of: avg_us, max_us, p99_9_us, reason)")
+
+
+def test_suite_file_with_a_bad_setting(tmp_path):
+    path, lines = edited(REPO_ROOT / "suite.yaml", tmp_path,
+                         ("cpu25:\n    loads: {cpu: {percent: 25}}",
+                          "cpu25:\n    loads: {cpu: {percent: all}}"))
+    with pytest.raises(SuiteFileError) as error:
+        load_suite(path)
+    assert str(error.value) == (f"{path}:{line_with(lines, 'percent: all')}: scenarios.cpu25: "
+                                "load 'cpu': percent must be int, got 'all'")
+
+
+def test_virtual_rack_config_with_a_bad_outlet(tmp_path):
+    path, lines = edited(ENV / "vlab.yaml", tmp_path, ("outlet: 2", "outlet: two"))
+    with pytest.raises(YamlFileError) as error:
+        load_config(path)
+    assert str(error.value) == (f"{path}:{line_with(lines, 'outlet: two')}: 'outlet' must be "
+                                "a positive integer")
+
+
+# -- unknown names list the valid ones --------------------------------------------------------
+
+def test_unknown_names_list_the_valid_ones():
+    thresholds = load_thresholds()
+    suite = load_suite()
+    rack = load_config(ENV / "vlab.yaml")
+    cases = [
+        (lambda: thresholds.lookup("imx8", "rt", "idle"), "no board 'imx8' (valid: imx6q, "),
+        (lambda: thresholds.lookup("imx6q", "preempt", "idle"),
+         "board 'imx6q' has no flavour 'preempt' (valid: "),
+        (lambda: thresholds.lookup("imx6q", "rt", "cpu99"),
+         "unknown scenario 'cpu99' (valid: idle, "),
+        (lambda: suite.scenario("cpu99"), "no scenario 'cpu99' (valid: idle, "),
+        (lambda: show(REPO_ROOT / "thresholds.yaml", REPO_ROOT / "suite.yaml", "imx6q", None,
+                      "pi-stress", None), "no scenario or rt-test 'pi-stress' (valid: idle, "),
+        (lambda: board_model("bbb"), "unknown board 'bbb'; valid boards: imx6q, rpi3"),
+        (lambda: board_model("rpi3").kernel_package("preempt"),
+         "unknown flavour 'preempt' for board rpi3; valid flavours: std, rt"),
+        (lambda: rack.board("bbb-01"), "no place 'bbb-01' (valid: imx6q-01, rpi3-01)"),
+    ]
+    for call, expected in cases:
+        with pytest.raises(ValueError) as error:
+            call()
+        assert expected in str(error.value)
+    # rtlab thresholds show --scenario takes the rt-tests too, and says so
+    with pytest.raises(ValueError, match=r"\(valid: idle, .*, pi_stress, "):
+        cases[4][0]()
+
+
+def test_the_virtual_racks_sd_mux_names_the_valid_places():
+    rack = SimpleNamespace(by_place={"rpi3-01": None, "imx6q-01": None})
+    request = SimpleNamespace(match_info={"place": "bbb-01"})
+    with pytest.raises(web.HTTPNotFound) as error:
+        VirtualRack._slot_by_place(rack, request)  # type: ignore[arg-type]
+    assert error.value.text == "no place bbb-01 (valid: imx6q-01, rpi3-01)\n"
 
 
 # -- image manifest ----------------------------------------------------------------------
