@@ -306,7 +306,9 @@ class NetworkLoad:
                            self.traffic.ping_address])
         # nc must never see EOF on its input: busybox nc then closes its side, and the
         # emulator's user network stops passing the host's data (seen on the virtual rack)
-        listen = f"sleep {seconds} | nc -l -p {self.traffic.board_port} >/dev/null"
+        # the port comes from a place tag: quoted like every other value the lab supplies
+        nc = shlex.join(["nc", "-l", "-p", str(self.traffic.board_port)])
+        listen = f"sleep {int(seconds)} | {nc} >/dev/null"
         return f'({listen}) & {ping}; echo "ping-rc=$?"'
 
 

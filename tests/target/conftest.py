@@ -195,7 +195,11 @@ def host_traffic(place_tags) -> HostTraffic | None:
         raise pytest.UsageError(f"place tag net_stream={place_tags['net_stream']!r} "
                                 "is not host:port")
     # the board listens on the port its side of the stream is forwarded to
-    board_port = int(place_tags.get("net_stream_board_port", port))
+    board_port_text = place_tags.get("net_stream_board_port", port)
+    if not board_port_text.isdigit():
+        raise pytest.UsageError(f"place tag net_stream_board_port={board_port_text!r} is not "
+                                "a port number")
+    board_port = int(board_port_text)
     return HostTraffic(ping_address=place_tags["net_ping"], stream_host=host,
                        stream_port=int(port), board_port=board_port)
 

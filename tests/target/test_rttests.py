@@ -6,6 +6,8 @@ by whether priority inheritance resolved their inversions. A run that did not se
 inversion proves nothing either way and is skipped with that reason, never passed.
 """
 
+import shlex
+
 import pytest
 
 from rtlab import rttests
@@ -37,7 +39,8 @@ def rt_run(request, begin_case, board_name, flavour, thresholds, record, suite, 
         raise InfrastructureError(str(error)) from error
     json_text = None
     if run.json_path is not None:
-        lines = shell.run_check(f"cat {run.json_path} 2>/dev/null || echo rtlab-no-json")
+        lines = shell.run_check(f"cat {shlex.quote(run.json_path)} 2>/dev/null "
+                                "|| echo rtlab-no-json")
         json_text = None if lines == ["rtlab-no-json"] else "\n".join(lines)
     try:
         result = rttests.judge(run, exit_status=window.exit_code, output=window.output,

@@ -2,6 +2,8 @@
 expected, so that whoever broke the file can fix it without reading rtlab's code."""
 
 import json
+import shlex
+import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -10,7 +12,9 @@ from aiohttp import web
 
 from rtlab.envfile import check_env_file, check_exporter_file
 from rtlab.jsonfile import JsonFileError
+from rtlab.loads import DiskLoad, HostTraffic, NetworkLoad
 from rtlab.manifest import read_image_manifest
+from rtlab.measure import StartedLoad, window_script
 from rtlab.paths import REPO_ROOT
 from rtlab.results import SCHEMA, read_record, write_record
 from rtlab.scenarios import SuiteFileError, load_suite
@@ -316,3 +320,36 @@ def test_exporter_file_refusals(tmp_path, edit, at, expected):
     [problem] = check_exporter_file(path)
     assert problem.startswith(f"{path}:{line_with(lines, at)}: ")
     assert expected in problem
+
+
+# -- shell commands sent to the board quote what the lab or a test supplies ----------------
+
+HOSTILE = "x; touch pwned"
+
+
+def test_a_hostile_program_argument_reaches_the_board_quoted():
+    script = window_script(["cyclictest", f"--json=/tmp/{HOSTILE}"], [], 4, 10)
+    assert f"cyclictest '--json=/tmp/{HOSTILE}'" in script
+    assert f" {HOSTILE}" not in script.replace(f"'--json=/tmp/{HOSTILE}'", "")
+
+
+def test_hostile_place_tags_reach_the_board_quoted():
+    traffic = HostTraffic(ping_address=f"10.0.2.2; {HOSTILE}", stream_host="127.0.0.1",
+                          stream_port=15001, board_port=f"5001; {HOSTILE}")  # type: ignore[arg-type]
+    script = NetworkLoad(ping_bytes=1400, traffic=traffic).script(4, 10)
+    assert shlex.quote(f"10.0.2.2; {HOSTILE}") in script
+    assert shlex.quote(f"5001; {HOSTILE}") in script
+    # and so once more inside the window script, which runs the load under sh -c
+    window = window_script(["true"], [StartedLoad(0, NetworkLoad(1400, traffic))], 4, 10)
+    assert f"setsid sh -c {shlex.quote(script)} " in window
+
+
+def test_a_hostile_disk_load_folder_is_a_folder_name_to_the_shell(tmp_path):
+    folder = tmp_path / HOSTILE
+    folder.mkdir()
+    script = DiskLoad(dir=str(folder), block_kib=1, blocks=1).script(1, 1)
+    done = subprocess.run(["sh", "-c", script], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=30, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "wrote" in done.stdout
+    assert not (tmp_path / "pwned").exists() and not (folder / "pwned").exists()
