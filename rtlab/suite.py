@@ -13,11 +13,6 @@ from .manifest import read_image_manifest
 from .thresholds import Threshold, format_us
 
 
-class InfrastructureError(Exception):
-    """The board, its console or the lab failed: the test is an error, never a verdict on
-    latency."""
-
-
 @attr.define
 class CaseRecord:
     """Everything known about one test case, written out whatever happens to it."""

@@ -5,9 +5,9 @@ import attr
 import pytest
 
 from rtlab import cyclictest
+from rtlab.errors import InfrastructureError
 from rtlab.measure import ProgramFailed, run_window
 from rtlab.suite import (
-    InfrastructureError,
     cpu_facts,
     cpu_figures,
     no_wakeup_facts,

@@ -11,8 +11,8 @@ import shlex
 import pytest
 
 from rtlab import rttests
+from rtlab.errors import InfrastructureError
 from rtlab.measure import ProgramFailed, run_window
-from rtlab.suite import InfrastructureError
 from rtlab.thresholds import check
 
 JSON_ON_BOARD = "/tmp/rtlab-rttest.json"
