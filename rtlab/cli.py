@@ -51,6 +51,34 @@ def _vlab(args: argparse.Namespace) -> int:
     return 0
 
 
+def _vlab_fault(args: argparse.Namespace) -> int:
+    from .vlab import control
+    from .vlab.config import load_config
+    from .vlab.faults import FAULT_KINDS
+
+    config = load_config(Path(args.config))
+    if args.place is None or args.kind is None:
+        if args.place is not None:
+            raise ValueError(f"rtlab vlab fault {args.place}: give a KIND "
+                             f"(valid: {', '.join(FAULT_KINDS)}, clear)")
+        armed = control.armed_faults(config)
+        for place, faults in armed.items():
+            print(f"{place}: " + (", ".join(
+                f"{f['kind']} (fired {f['fired']}/{f['times'] or 'until cleared'})"
+                for f in faults) or "no faults armed"))
+        return 0
+    if args.kind == "clear":
+        control.clear_faults(config, args.place)
+        print(f"{args.place or 'all places'}: faults cleared")
+        return 0
+    if args.kind not in FAULT_KINDS:
+        raise ValueError(f"unknown fault '{args.kind}' (valid: {', '.join(FAULT_KINDS)}, clear)")
+    fault = control.inject_fault(config, args.place, args.kind, times=args.times,
+                                 seconds=args.seconds, after_s=args.after, code=args.code)
+    print(f"{args.place}: armed {fault}")
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
     from .runner import Selection, run_suite
 
@@ -63,6 +91,56 @@ def _run(args: argparse.Namespace) -> int:
                         duration_s=args.duration, selection=selection)
     print(f"JUnit: {outcome.junit}\nresults: {outcome.results}")
     return outcome.exit_code
+
+
+def _lab(args: argparse.Namespace) -> int:
+    from .lab.health import HealthBook, format_health
+
+    book = HealthBook(paths.health_dir())
+    if args.action == "health":
+        states = [book.state(place) for place in args.place] if args.place else book.states()
+        if not states:
+            print(f"no health records in {paths.health_dir()} yet")
+            return 0
+        print(format_health(states, history=args.history), end="")
+        return 0
+    from .runner import Selection, run_suite
+
+    if len(args.place) != 1 or not args.image:
+        raise ValueError("rtlab lab check needs one --place and --image")
+    place = args.place[0]
+    # a short smoke test: flash, boot, and one short measurement on the idle board
+    outcome = run_suite(place=place, image=Path(args.image), env_file=Path(args.env),
+                        coordinator=args.coordinator, out_dir=Path(args.out),
+                        duration_s=args.duration, label=f"check-{place}", kind="check",
+                        health=book,
+                        selection=Selection(scenarios="idle", intervals="1000",
+                                            rt_tests="none"))
+    print(format_health([book.state(place)]), end="")
+    return 0 if outcome.healthy and outcome.exit_code == 0 else 1
+
+
+def _env_check(args: argparse.Namespace) -> int:
+    from .envfile import check_env_file, check_exporter_file
+
+    files = [Path(f) for f in args.files] or sorted(
+        [*(paths.REPO_ROOT / "env").glob("*.yaml"),
+         *(paths.REPO_ROOT / "env" / "exporter").glob("*.yaml")])
+    problems = []
+    for path in files:
+        if path.name == "vlab.yaml":
+            from .vlab.config import load_config
+
+            load_config(path)  # the rack's own file; refuses with file:line
+            continue
+        check = check_exporter_file if path.parent.name == "exporter" else check_env_file
+        problems += check(path)
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    if problems:
+        return 2
+    print(f"{len(files)} file(s) OK: {', '.join(str(f) for f in files)}")
+    return 0
 
 
 def _thresholds(args: argparse.Namespace) -> int:
@@ -97,11 +175,34 @@ def parser() -> argparse.ArgumentParser:
     build.set_defaults(func=_image_build)
 
     vlab = sub.add_parser("vlab", help="the virtual rack")
-    vlab.add_argument("action", choices=["start", "stop", "status", "serve"])
-    vlab.add_argument("--config", default=str(paths.default_vlab_config()))
-    vlab.add_argument("--no-labgrid", action="store_true",
-                      help="serve: only the emulated hardware, no coordinator/exporter")
-    vlab.set_defaults(func=_vlab)
+    vlab_sub = vlab.add_subparsers(dest="action", required=True)
+    for action, what in (("start", "start the rack in the background"),
+                         ("stop", "stop it and everything it started"),
+                         ("status", "boards, power, SD muxes and armed faults"),
+                         ("serve", "run the rack in the foreground")):
+        command = vlab_sub.add_parser(action, help=what)
+        command.add_argument("--config", default=str(paths.default_vlab_config()))
+        command.set_defaults(func=_vlab)
+        if action == "serve":
+            command.add_argument("--no-labgrid", action="store_true",
+                                 help="only the emulated hardware, no coordinator/exporter")
+    from .vlab.faults import FAULT_KINDS
+
+    kinds = "\n".join(f"  {kind:18} {what}" for kind, what in FAULT_KINDS.items())
+    fault = vlab_sub.add_parser(
+        "fault", help="inject a fault on a board (or list / clear them)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Arm a fault on a virtual board. Without PLACE: list the armed faults; "
+                    f"KIND clear: disarm the place's faults.\n\nfaults:\n{kinds}")
+    fault.add_argument("place", nargs="?", help="e.g. imx6q-01")
+    fault.add_argument("kind", nargs="?", help="a fault kind, or clear")
+    fault.add_argument("--times", type=int, default=1,
+                       help="how often it fires (0: until cleared; default 1)")
+    fault.add_argument("--seconds", type=float, help="SECONDS of the fault")
+    fault.add_argument("--after", type=float, help="AFTER: seconds after power-on")
+    fault.add_argument("--code", type=int, help="CODE: the HTTP status of pdu-error")
+    fault.add_argument("--config", default=str(paths.default_vlab_config()))
+    fault.set_defaults(func=_vlab_fault)
 
     run = sub.add_parser("run", help="flash, boot and run the latency suite on one place")
     run.add_argument("--place", required=True)
@@ -116,6 +217,25 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--suite", help="suite file (default: the repository's suite.yaml)")
     run.add_argument("--thresholds", help="thresholds file (default: thresholds.yaml)")
     run.set_defaults(func=_run)
+
+    lab = sub.add_parser("lab", help="the places' health")
+    lab.add_argument("action", choices=["health", "check"],
+                     help="health: state and history per place; check: flash + boot + "
+                          "short smoke test, which makes an unhealthy place healthy again")
+    lab.add_argument("--place", action="append", default=[],
+                     help="a place (repeatable; health: default all recorded)")
+    lab.add_argument("--history", action="store_true", help="health: recent events too")
+    lab.add_argument("--image", help="check: the SD image to flash")
+    lab.add_argument("--env", default=str(paths.REPO_ROOT / "env" / "virtual.yaml"))
+    lab.add_argument("--coordinator", default="127.0.0.1:20408")
+    lab.add_argument("--out", default="out")
+    lab.add_argument("--duration", type=int, default=3, help="check: seconds of cyclictest")
+    lab.set_defaults(func=_lab)
+
+    env = sub.add_parser("env", help="check labgrid environment and exporter files")
+    env.add_argument("action", choices=["check"])
+    env.add_argument("files", nargs="*", help="default: env/*.yaml and env/exporter/*.yaml")
+    env.set_defaults(func=_env_check)
 
     thresholds = sub.add_parser("thresholds", help="validate or show the latency gate")
     thresholds.add_argument("action", choices=["check", "show"])

@@ -45,6 +45,40 @@ def status(config: VlabConfig) -> dict[str, object] | None:
         return None
 
 
+def _api(config: VlabConfig, method: str, path: str, **kwargs: object) -> object:
+    try:
+        reply = requests.request(method, f"{config.api_url}{path}", timeout=10, **kwargs)
+    except requests.RequestException as error:
+        raise VlabError(f"virtual rack at {config.api_url} does not answer "
+                        f"(rtlab vlab start?): {error}") from error
+    if reply.status_code != 200:
+        raise VlabError(f"virtual rack refused {method} {path}: {reply.text.strip()}")
+    return reply.json()
+
+
+def inject_fault(config: VlabConfig, place: str, kind: str, *, times: int = 1,
+                 seconds: float | None = None, after_s: float | None = None,
+                 code: int | None = None) -> dict[str, object]:
+    """Arm a fault on a board of the running rack (see rtlab.vlab.faults.FAULT_KINDS)."""
+    config.board(place)  # an unknown place is refused with the valid ones
+    params: dict[str, object] = {"times": times}
+    for name, value in (("seconds", seconds), ("after_s", after_s), ("code", code)):
+        if value is not None:
+            params[name] = value
+    return _api(config, "PUT", f"/faults/{place}/{kind}", json=params)  # type: ignore[return-value]
+
+
+def clear_faults(config: VlabConfig, place: str | None = None, kind: str | None = None) -> None:
+    places = [place] if place else [board.place for board in config.boards]
+    for name in places:
+        config.board(name)
+        _api(config, "DELETE", f"/faults/{name}" + (f"/{kind}" if kind else ""))
+
+
+def armed_faults(config: VlabConfig) -> dict[str, list[dict[str, object]]]:
+    return _api(config, "GET", "/faults")  # type: ignore[return-value]
+
+
 def start(config: VlabConfig, state_dir: Path) -> dict[str, object]:
     state_dir.mkdir(parents=True, exist_ok=True)
     if running_pid(state_dir) is not None:

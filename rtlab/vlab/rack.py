@@ -6,10 +6,14 @@ import contextlib
 import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+import attrs
 
 from .boards import board_model
 from .config import VirtualBoard
+from .faults import CloseWriteWatch, Fault, FaultPlan, corrupt
 from .qemu import BootConfigError, qemu_command, read_boot_config
 from .serial import SerialLine
 
@@ -20,6 +24,9 @@ MUX_MODES = ("dut", "host", "off")
 # a board that dies this soon after power-on failed to start rather than rebooted
 START_FAILURE_S = 2.0
 REBOOT_DELAY_S = 1.0
+# what the host sees instead of the card while an sd-write-error fault is armed: every
+# write fails with ENOSPC, as on a card or mux that stopped taking data
+FAILING_CARD = Path("/dev/full")
 
 
 def host_view_path(state_dir: Path, place: str) -> Path:
@@ -52,8 +59,11 @@ class BoardSlot:
         self.powered = False
         self.mux_mode = "off"
         self.boots = 0
+        self.faults = FaultPlan()
         self._qemu: asyncio.subprocess.Process | None = None
         self._runner: asyncio.Task[None] | None = None
+        self._corrupt_watch: CloseWriteWatch | None = None
+        self._fault_tasks: set[asyncio.Task[None]] = set()
         self._set_host_view(False)
 
     # --- SD mux -------------------------------------------------------------------------
@@ -63,17 +73,69 @@ class BoardSlot:
         if mode == "host" and not self.card.exists():
             with self.card.open("wb") as card:
                 card.truncate(BLANK_CARD_BYTES)
+        entering_host = mode == "host" and self.mux_mode != "host"
         self.mux_mode = mode
-        self._set_host_view(mode == "host")
+        self._stop_corrupting()
+        target = self.card
+        if entering_host:
+            if self.faults.take("sd-write-error"):
+                self.logger.warning("fault: sd-write-error, the card takes no writes")
+                target = FAILING_CARD
+            if self.faults.take("sd-corrupt"):
+                self.logger.warning("fault: sd-corrupt, written data will be damaged")
+                self._start_corrupting()
+        if mode == "host":
+            self._set_host_view(True, target)
+        else:
+            self._set_host_view(False)
         self.logger.info("SD mux -> %s", mode)
 
-    def _set_host_view(self, visible: bool) -> None:
+    def _set_host_view(self, visible: bool, target: Path | None = None) -> None:
         # like a USB mass-storage device, the card exists for the host only in host mode
         if visible:
-            if not self.host_view.is_symlink():
-                self.host_view.symlink_to(self.card)
+            target = target or self.card
+            if self.host_view.is_symlink() and self.host_view.readlink() == target:
+                return
+            self.host_view.unlink(missing_ok=True)
+            self.host_view.symlink_to(target)
         else:
             self.host_view.unlink(missing_ok=True)
+
+    def _start_corrupting(self) -> None:
+        watch = CloseWriteWatch(self.card)
+        self._corrupt_watch = watch
+
+        def on_event() -> None:
+            if watch.closed_after_write():
+                corrupt(self.card)
+                self.logger.warning("fault: sd-corrupt, damaged the card after a write")
+        asyncio.get_running_loop().add_reader(watch.fd, on_event)
+
+    def _stop_corrupting(self) -> None:
+        watch, self._corrupt_watch = self._corrupt_watch, None
+        if watch is not None:
+            asyncio.get_running_loop().remove_reader(watch.fd)
+            watch.close()
+
+    # --- faults -------------------------------------------------------------------------
+    def arm(self, fault: Fault) -> None:
+        self.faults.arm(fault)
+        self.logger.warning("fault armed: %s", fault.as_dict())
+        if fault.kind == "serial-disconnect" and fault.after_s is None:
+            self.faults.take(fault.kind)
+            self.serial.disconnect(fault.seconds or 0.0)
+
+    def _later(self, delay_s: float, call: Callable[[], None]) -> None:
+        async def run() -> None:
+            await asyncio.sleep(delay_s)
+            call()
+        task = asyncio.create_task(run())
+        self._fault_tasks.add(task)
+        task.add_done_callback(self._fault_tasks.discard)
+
+    def _cancel_fault_tasks(self) -> None:
+        for task in list(self._fault_tasks):
+            task.cancel()
 
     # --- power --------------------------------------------------------------------------
     async def set_power(self, on: bool) -> None:
@@ -88,6 +150,7 @@ class BoardSlot:
             self._runner = asyncio.create_task(self._run())
         else:
             self.powered = False
+            self._cancel_fault_tasks()
             await self._kill()
             if self._runner is not None:
                 self._runner.cancel()
@@ -111,6 +174,13 @@ class BoardSlot:
         """Boot from the card, and boot again when the board resets itself, until the
         outlet is switched off."""
         while self.powered:
+            if self.faults.take("silent"):
+                self.logger.warning("fault: silent, the board takes power and does nothing")
+                return
+            slow = self.faults.take("slow-boot")
+            if slow is not None:
+                self.logger.warning("fault: slow-boot, starting in %.0f s", slow.seconds)
+                await asyncio.sleep(slow.seconds or 0.0)
             self._bootloader(f"{self.model.name} power on, reading SD card")
             if self.mux_mode != "dut" or not self.card.exists():
                 self._bootloader("no SD card")
@@ -121,6 +191,7 @@ class BoardSlot:
                 # a real bootloader stops here and the board stays silent
                 self._bootloader(str(error))
                 return
+            boot = attrs.evolve(boot, append=" ".join([boot.append, *self._boot_faults()]))
             cmd = qemu_command(
                 self.model, boot, self.card, self.serial.socket_path, self.board.network_port
             )
@@ -144,6 +215,24 @@ class BoardSlot:
             self._bootloader("board reset")
             await asyncio.sleep(REBOOT_DELAY_S)
 
+    def _boot_faults(self) -> list[str]:
+        """Kernel parameters by which the board's /init plays a fault armed for this
+        boot; faults of the lab side are scheduled here too."""
+        params = []
+        if self.faults.take("boot-hang"):
+            self.logger.warning("fault: boot-hang")
+            params.append("rtlab.hang")
+        panic = self.faults.take("panic")
+        if panic is not None:
+            self.logger.warning("fault: panic %.0f s after power-on", panic.after_s)
+            params.append(f"rtlab.panic_after={int(panic.after_s or 0)}")
+        disconnect = self.faults.armed.get("serial-disconnect")
+        if (disconnect is not None and disconnect.after_s is not None
+                and self.faults.take("serial-disconnect")):
+            seconds = disconnect.seconds or 0.0
+            self._later(disconnect.after_s, lambda: self.serial.disconnect(seconds))
+        return params
+
     def status(self) -> dict[str, object]:
         qemu = self._qemu
         return {
@@ -153,6 +242,7 @@ class BoardSlot:
             "sdmux": self.mux_mode,
             "qemu_pid": qemu.pid if qemu is not None and qemu.returncode is None else None,
             "boots": self.boots,
+            "faults": self.faults.as_list(),
             "serial_port": self.board.serial_port,
             "network_port": self.board.network_port,
             "console_log": os.fspath(self.serial.transcript_path),

@@ -26,6 +26,8 @@ class SerialLine:
         self._clients: set[asyncio.StreamWriter] = set()
         self._board: asyncio.StreamWriter | None = None
         self._servers: list[asyncio.AbstractServer] = []
+        # while unplugged (a fault), clients are cut off and new ones refused
+        self._unplugged_until = 0.0
         self._transcript = transcript.open("ab", buffering=0)
 
     async def start(self) -> None:
@@ -48,9 +50,23 @@ class SerialLine:
         self._transcript.close()
         self.socket_path.unlink(missing_ok=True)
 
+    def disconnect(self, seconds: float) -> None:
+        """Pull the adapter for ``seconds``: every client connection drops, and what the
+        board prints meanwhile reaches no client (the rack's transcript keeps it)."""
+        self._unplugged_until = asyncio.get_running_loop().time() + seconds
+        self.logger.warning("fault: serial adapter unplugged for %.0f s", seconds)
+        for writer in list(self._clients):
+            self._clients.discard(writer)
+            writer.close()
+
+    def unplugged(self) -> bool:
+        return asyncio.get_running_loop().time() < self._unplugged_until
+
     def emit(self, data: bytes) -> None:
         """Bytes the board 'prints': to the transcript and to every connected client."""
         self._transcript.write(data)
+        if self.unplugged():
+            return
         for writer in list(self._clients):
             if writer.is_closing():
                 self._clients.discard(writer)
@@ -78,11 +94,17 @@ class SerialLine:
     async def _client_connected(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
+        if self.unplugged():
+            self.logger.info("client refused: the adapter is unplugged")
+            writer.close()
+            return
         self._clients.add(writer)
         self.logger.info("client connected from %s", writer.get_extra_info("peername"))
         try:
             while data := await reader.read(READ_SIZE):
                 # typing into a powered-off board goes nowhere, as on real hardware
+                if self.unplugged():
+                    continue
                 if self._board is not None and not self._board.is_closing():
                     self._board.write(data)
         except ConnectionError:

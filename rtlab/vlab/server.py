@@ -13,6 +13,7 @@ from pathlib import Path
 from aiohttp import web
 
 from .config import LOOPBACK, VlabConfig
+from .faults import PDU_TIMEOUT_DEFAULT_S, Fault, FaultError
 from .rack import BoardSlot, RackError, host_view_path
 
 logger = logging.getLogger("vlab")
@@ -64,6 +65,10 @@ class VirtualRack:
         app.router.add_get("/pdu/{outlet}/{value}", self.http_power_set)
         app.router.add_get("/sdmux/{place}", self.http_mux_get)
         app.router.add_put("/sdmux/{place}", self.http_mux_set)
+        app.router.add_get("/faults", self.http_faults_get)
+        app.router.add_put("/faults/{place}/{kind}", self.http_fault_arm)
+        app.router.add_delete("/faults/{place}", self.http_faults_clear)
+        app.router.add_delete("/faults/{place}/{kind}", self.http_faults_clear)
         return app
 
     def _slot_by_outlet(self, request: web.Request) -> BoardSlot:
@@ -93,11 +98,33 @@ class VirtualRack:
             "boards": [slot.status() for slot in self.slots],
         })
 
+    async def _pdu_faults(self, slot: BoardSlot) -> web.Response | None:
+        """The answer of a PDU that errs or stalls on this outlet, as the fault plan says;
+        None when it works."""
+        error = slot.faults.take("pdu-error")
+        if error is not None:
+            logger.warning("fault: PDU answers HTTP %d on outlet %d", error.code,
+                           slot.board.outlet)
+            return web.Response(status=error.code,
+                                text=f"outlet {slot.board.outlet}: PDU fault\n")
+        stall = slot.faults.take("pdu-timeout")
+        if stall is not None:
+            seconds = stall.seconds if stall.seconds is not None else PDU_TIMEOUT_DEFAULT_S
+            logger.warning("fault: PDU stalls %.0f s on outlet %d", seconds, slot.board.outlet)
+            await asyncio.sleep(seconds)
+            return web.Response(status=504, text=f"outlet {slot.board.outlet}: PDU stalled\n")
+        return None
+
     async def http_power_get(self, request: web.Request) -> web.Response:
-        return web.Response(text="1" if self._slot_by_outlet(request).powered else "0")
+        slot = self._slot_by_outlet(request)
+        if (faulty := await self._pdu_faults(slot)) is not None:
+            return faulty
+        return web.Response(text="1" if slot.powered else "0")
 
     async def http_power_set(self, request: web.Request) -> web.Response:
         slot = self._slot_by_outlet(request)
+        if (faulty := await self._pdu_faults(slot)) is not None:
+            return faulty
         value = request.match_info["value"]
         if value not in ("0", "1"):
             raise web.HTTPBadRequest(text=f"power value must be 0 or 1, got '{value}'\n")
@@ -118,11 +145,36 @@ class VirtualRack:
             raise web.HTTPBadRequest(text=f"{error}\n") from None
         return web.Response(text=slot.mux_mode)
 
+    async def http_faults_get(self, request: web.Request) -> web.Response:
+        return web.json_response({slot.board.place: slot.faults.as_list()
+                                  for slot in self.slots})
+
+    async def http_fault_arm(self, request: web.Request) -> web.Response:
+        slot = self._slot_by_place(request)
+        try:
+            params = await request.json() if request.can_read_body else {}
+            if not isinstance(params, dict):
+                raise FaultError("fault parameters must be a JSON object")
+            fault = Fault.from_request(request.match_info["kind"], params)
+        except (FaultError, ValueError) as error:
+            raise web.HTTPBadRequest(text=f"{error}\n") from None
+        slot.arm(fault)
+        return web.json_response(fault.as_dict())
+
+    async def http_faults_clear(self, request: web.Request) -> web.Response:
+        slot = self._slot_by_place(request)
+        try:
+            slot.faults.clear(request.match_info.get("kind"))
+        except FaultError as error:
+            raise web.HTTPBadRequest(text=f"{error}\n") from None
+        return web.json_response(slot.faults.as_list())
+
     # --- lifecycle ----------------------------------------------------------------------
     async def start(self, with_labgrid: bool) -> None:
         for slot in self.slots:
             await slot.serial.start()
-        self._runner = web.AppRunner(self.app(), access_log=None)
+        # a request held by a pdu-timeout fault must not hold up the rack's stop
+        self._runner = web.AppRunner(self.app(), access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         await web.TCPSite(self._runner, LOOPBACK, self.config.api_port).start()
         logger.info("PDU and SD muxes on %s", self.config.api_url)
