@@ -3,21 +3,46 @@
 Physical places bind labgrid's ``USBSDMuxDriver`` (or ``USBSDWireDriver``) and
 ``USBStorageDriver``; the virtual rack binds its stand-ins with the same methods. Power,
 console and shell are labgrid's own drivers on both.
+
+Every way the lab can fail on the way to a shell ends in an ``InfrastructureError`` whose
+message is the one-line cause. Flashing and booting are retried a bounded number of times
+(each boot attempt a fresh power cycle); every attempt is kept in ``attempts`` for the
+log and the result record.
 """
 
 import enum
 import logging
+import subprocess
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 import attr
+import requests
+import serial
+from labgrid.driver.powerdriver import NetworkPowerDriver
 from labgrid.driver.usbstoragedriver import Mode
 from labgrid.factory import target_factory
 from labgrid.step import step
 from labgrid.strategy.common import Strategy, StrategyError, never_retry
+from labgrid.util.helper import processwrapper
+
+from ..errors import (
+    BoardCrashed,
+    BootError,
+    ConsoleLost,
+    FlashError,
+    InfrastructureError,
+    PowerError,
+)
+from .console import ConsoleTap, describe, panic_line
+from .flashverify import verify_card
 
 logger = logging.getLogger("rtlab.strategy")
+PDU_RETRY_DELAY_S = 1.0
 
 
 class Status(enum.Enum):
@@ -41,6 +66,33 @@ def timed(what: str) -> Iterator[None]:
     logger.info("%s done in %.1f s", what, time.monotonic() - start)
 
 
+def one_line(error: BaseException) -> str:
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    return lines[-1] if lines else type(error).__name__
+
+
+def tool_error(error: BaseException) -> str:
+    """A failed command as one line: its exit status and the last line it printed (which
+    is where bmaptool and dd say what went wrong), not the whole argv."""
+    if isinstance(error, subprocess.CalledProcessError):
+        output = error.output or b""
+        text = output.decode(errors="replace") if isinstance(output, bytes) else str(output)
+        tool = Path(str(error.cmd[0])).name if error.cmd else "command"
+        return f"{tool} exited {error.returncode}: {one_line(Exception(text))}"
+    return one_line(error)
+
+
+def _caused_by(error: BaseException, kinds: tuple[type[BaseException], ...]) -> bool:
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, kinds):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
 @target_factory.reg_driver
 @attr.s(eq=False)
 class RTLabStrategy(Strategy):
@@ -49,6 +101,9 @@ class RTLabStrategy(Strategy):
     Args:
         image: key of the SD card image in the environment file's ``images:``; a
             ``<image>.bmap`` file must sit beside it
+        flash_attempts: writes (each followed by a read-back) before flashing fails
+        boot_attempts: power cycles before booting fails
+        pdu_timeout: seconds a PDU may take to answer a request
     """
 
     bindings = {
@@ -60,7 +115,23 @@ class RTLabStrategy(Strategy):
     }
 
     image: str = attr.ib(default="sdcard", validator=attr.validators.instance_of(str))
+    flash_attempts: int = attr.ib(default=3, validator=attr.validators.instance_of(int))
+    boot_attempts: int = attr.ib(default=3, validator=attr.validators.instance_of(int))
+    pdu_timeout: float = attr.ib(default=30.0, converter=float)
+    pdu_attempts: int = attr.ib(default=3, validator=attr.validators.instance_of(int))
     status: Status = attr.ib(default=Status.unknown)
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        if min(self.flash_attempts, self.boot_attempts, self.pdu_attempts) < 1:
+            raise ValueError("RTLabStrategy: flash_attempts, boot_attempts and pdu_attempts "
+                             "must be >= 1")
+        self.attempts: list[dict[str, Any]] = []
+        self.boots = 0
+        self.failure: InfrastructureError | None = None
+        self.card_complete = False
+        self._tap: ConsoleTap | None = None
+        self._case_mark = 0
 
     def image_path(self) -> str:
         try:
@@ -93,30 +164,262 @@ class RTLabStrategy(Strategy):
             raise StrategyError(f"no transition found from {self.status} to {status}")
         self.status = status
 
+    # --- for the test suite -----------------------------------------------------------
+    def ensure_shell(self) -> Any:  # noqa: ANN401 - labgrid's ShellDriver is untyped
+        """The board at a working shell: booted on first use, booted again (without a
+        new flash) if an earlier test left it crashed or its console lost. After the
+        board failed to come up once, every later call fails at once with that cause."""
+        if self.failure is not None:
+            raise type(self.failure)(f"{self.failure} (earlier in this session)")
+        try:
+            if self.status == Status.shell and not self._answers():
+                logger.warning("board does not answer on its console: booting it again")
+                self.target.deactivate(self.console)
+                self.status = Status.flashed
+            self.transition(Status.shell)
+        except Exception as error:
+            cause: BaseException = error
+            # never_retry wraps the cause in one StrategyError per nested transition
+            while isinstance(cause, StrategyError) and cause.__cause__ is not None:
+                cause = cause.__cause__
+            self.failure = (cause if isinstance(cause, InfrastructureError)
+                            else BootError(f"board did not reach a shell: {one_line(cause)}"))
+            raise self.failure from error
+        self._case_mark = self.tap().mark()
+        return self.shell
+
+    def classify(self, error: BaseException) -> InfrastructureError:
+        """What went wrong with the board while a test used it, as one line."""
+        if isinstance(error, InfrastructureError):
+            return error
+        data = self.tap().since(self._case_mark) if self._tap is not None else b""
+        panic = panic_line(data)
+        if panic:
+            return BoardCrashed(f"kernel panic during the test: {panic}")
+        if _caused_by(error, (serial.SerialException, ConnectionError, EOFError)):
+            return ConsoleLost(f"serial lost during the test: {one_line(error)}")
+        return BoardCrashed(f"board stopped answering during the test: {one_line(error)} "
+                            f"({describe(data[-4096:])})")
+
+    def cleanup(self) -> list[str]:
+        """Leave the place in a defined state whatever happened: power off, and the SD
+        mux with the board if the card holds a complete image, else off. Returns what
+        could not be done (each a one-line cause), after trying everything."""
+        problems = []
+        try:
+            self.target.deactivate(self.shell)
+        except Exception as error:  # noqa: BLE001 - cleanup goes on
+            problems.append(f"shell: {one_line(error)}")
+        try:
+            self._power_off()
+            self.status = Status.off
+        except Exception as error:  # noqa: BLE001
+            problems.append(one_line(error))
+        mode = "dut" if self.card_complete else "off"
+        try:
+            self.target.activate(self.sdmux)
+            self.sdmux.set_mode(mode)
+        except Exception as error:  # noqa: BLE001
+            problems.append(f"SD mux to {mode}: {one_line(error)}")
+        if self._tap is not None:
+            self._tap.close()
+            self._tap = None
+        return problems
+
+    def tap(self) -> ConsoleTap:
+        if self._tap is None:
+            self._tap = ConsoleTap(self.console)
+        return self._tap
+
+    # --- steps ------------------------------------------------------------------------
+    def _answers(self) -> bool:
+        try:
+            return self.shell.run("true", timeout=15)[2] == 0
+        except Exception as error:  # noqa: BLE001 - any failure means "not answering"
+            logger.warning("console check failed: %s", one_line(error))
+            return False
+
+    def _outlet(self) -> str:
+        port = getattr(self.power, "port", None)
+        index = getattr(port, "index", None)
+        return f"outlet {index}" if index is not None else type(self.power).__name__
+
+    def _pdu(self, what: str, action: Callable[[], None]) -> None:
+        """Switch power; a PDU that errs is asked again (PDUs on a busy lab network drop
+        requests), each request bounded in time."""
+        cause = ""
+        for number in range(1, self.pdu_attempts + 1):
+            started = time.monotonic()
+            try:
+                self._pdu_once(what, action)
+            except PowerError as error:
+                cause = str(error)
+                self._attempt(f"power {what}", number, self.pdu_attempts, started, cause)
+                if number < self.pdu_attempts:
+                    time.sleep(PDU_RETRY_DELAY_S)
+                continue
+            if number > 1:
+                self._attempt(f"power {what}", number, self.pdu_attempts, started, None)
+            return
+        raise PowerError(cause)
+
+    def _pdu_once(self, what: str, action: Callable[[], None]) -> None:
+        """One power request, bounded in time where labgrid leaves it unbounded."""
+        self.target.activate(self.power)
+        try:
+            if isinstance(self.power, NetworkPowerDriver):
+                self._network_pdu(what == "on")
+            else:
+                action()
+        except PowerError:
+            raise
+        except requests.HTTPError as error:
+            code = error.response.status_code if error.response is not None else "error"
+            raise PowerError(f"PDU: HTTP {code} on {self._outlet()} (power {what})") from error
+        except requests.RequestException as error:
+            raise PowerError(f"PDU: unreachable for power {what} on {self._outlet()}: "
+                             f"{one_line(error)}") from error
+        except Exception as error:
+            raise PowerError(f"PDU: power {what} on {self._outlet()} failed: "
+                             f"{one_line(error)}") from error
+
+    def _network_pdu(self, on: bool) -> None:
+        """labgrid's HTTP power backends wait for an answer forever, and a PDU that stalls
+        must not stall the lab: the backend's request runs in a thread that is abandoned
+        after ``pdu_timeout``. It calls the backend as NetworkPowerDriver.on/off do, but
+        outside labgrid's step tracking, which a thread left hanging would corrupt."""
+        driver = self.power
+        outcome: dict[str, BaseException] = {}
+
+        def call() -> None:
+            try:
+                driver.backend.power_set(driver._host, driver._port, driver.port.index, on)
+            except BaseException as error:  # noqa: BLE001 - handed to the caller
+                outcome["error"] = error
+
+        what = "on" if on else "off"
+        worker = threading.Thread(target=call, name=f"pdu-{what}", daemon=True)
+        worker.start()
+        worker.join(self.pdu_timeout)
+        if worker.is_alive():
+            raise PowerError(f"PDU: no answer within {self.pdu_timeout:.0f} s to power "
+                             f"{what} on {self._outlet()}")
+        if "error" in outcome:
+            raise outcome["error"]
+        logger.info("power %s on %s", what, self._outlet())
+
     def _power_off(self) -> None:
         with timed("power off"):
             self.target.deactivate(self.shell)
-            self.target.activate(self.power)
-            self.power.off()
+            self._pdu("off", self.power.off)
+
+    def _attempt(self, what: str, number: int, of: int, started: float,
+                 cause: str | None) -> None:
+        entry = {"step": what, "attempt": number, "of": of, "ok": cause is None,
+                 "seconds": round(time.monotonic() - started, 1), "cause": cause}
+        self.attempts.append(entry)
+        if cause is not None:
+            retry = "retrying" if number < of else "giving up"
+            logger.warning("%s attempt %d/%d failed: %s; %s", what, number, of, cause, retry)
+        elif number > 1:
+            logger.warning("%s succeeded on attempt %d/%d", what, number, of)
 
     def _flash(self) -> None:
         image = self.image_path()
+        cause = ""
+        for number in range(1, self.flash_attempts + 1):
+            started = time.monotonic()
+            try:
+                self._flash_once(image, replug=number > 1)
+            except InfrastructureError as error:
+                cause = str(error)
+                self._attempt("flash", number, self.flash_attempts, started, cause)
+                continue
+            self._attempt("flash", number, self.flash_attempts, started, None)
+            return
+        raise FlashError(f"{cause} (flash attempt {self.flash_attempts} of "
+                         f"{self.flash_attempts})")
+
+    def _flash_once(self, image: str, replug: bool) -> None:
+        self.card_complete = False
         self.target.activate(self.sdmux)
-        with timed("SD mux to host"):
-            self.sdmux.set_mode("host")
+        try:
+            if replug:
+                # a retry starts from a fresh enumeration of the card on the host, as
+                # unplugging a USB card reader would
+                self.target.deactivate(self.storage)
+                self.sdmux.set_mode("off")
+            with timed("SD mux to host"):
+                self.sdmux.set_mode("host")
+        except Exception as error:
+            raise FlashError(f"SD mux: cannot switch to host: {one_line(error)}") from error
         with timed(f"write {image}"):
-            # activation waits until the card shows up on the host behind the mux
-            self.target.activate(self.storage)
-            self.storage.write_image(image, mode=Mode.BMAPTOOL)
-            self.target.deactivate(self.storage)
-        with timed("SD mux to board"):
-            self.sdmux.set_mode("dut")
+            try:
+                # activation waits until the card shows up on the host behind the mux
+                self.target.activate(self.storage)
+                self.storage.write_image(image, mode=Mode.BMAPTOOL)
+            except Exception as error:
+                raise FlashError(f"SD card write failed: {tool_error(error)}") from error
+        with timed("read back and verify"):
+            verify_card(self._run_at_card, self._card_device(), Path(f"{image}.bmap"))
+        self.target.deactivate(self.storage)
+        try:
+            with timed("SD mux to board"):
+                self.sdmux.set_mode("dut")
+        except Exception as error:
+            raise FlashError(f"SD mux: cannot switch to the board: {one_line(error)}") from error
+        self.card_complete = True
+
+    def _card_device(self) -> str:
+        # labgrid's USBStorageDriver names the device by its own rule; the virtual one
+        # is a path
+        devpath = getattr(self.storage, "_get_devpath", None)
+        return devpath(None) if devpath is not None else self.storage.storage.path
+
+    def _run_at_card(self, argv: list[str]) -> str:
+        """Run where the card is attached: locally, or over SSH on the exporter."""
+        output = processwrapper.check_output(self.storage.storage.wrap_command(list(argv)))
+        return output.decode(errors="replace")
 
     def _boot(self) -> None:
-        self.target.activate(self.console)
+        cause = ""
+        for number in range(1, self.boot_attempts + 1):
+            started = time.monotonic()
+            try:
+                self._boot_once()
+            except InfrastructureError as error:
+                cause = str(error)
+                self._attempt("boot", number, self.boot_attempts, started, cause)
+                # a fresh console connection for the next attempt: a dropped one stays dead
+                self.target.deactivate(self.console)
+                continue
+            self._attempt("boot", number, self.boot_attempts, started, None)
+            return
+        raise BootError(f"{cause} (boot attempt {self.boot_attempts} of {self.boot_attempts})")
+
+    def _boot_once(self) -> None:
+        self._pdu("off", self.power.off)
+        try:
+            self.target.activate(self.console)
+        except Exception as error:
+            raise ConsoleLost(f"serial console unavailable: {one_line(error)}") from error
+        mark = self.tap().mark()
         with timed("power on"):
-            self.target.activate(self.power)
-            self.power.on()
-        with timed("boot to shell"):
-            # ShellDriver waits for the login prompt (login_timeout) and logs in
-            self.target.activate(self.shell)
+            self._pdu("on", self.power.on)
+        self.boots += 1
+        try:
+            with timed("boot to shell"):
+                # ShellDriver waits for the login prompt (login_timeout) and logs in
+                self.target.activate(self.shell)
+        except Exception as error:
+            data = self.tap().since(mark)
+            timeout = getattr(self.shell, "login_timeout", None)
+            panic = panic_line(data)
+            if panic:
+                raise BootError(f"kernel panic during boot: {panic}") from error
+            if _caused_by(error, (serial.SerialException, ConnectionError, EOFError)):
+                raise ConsoleLost(f"serial lost during boot: {one_line(error)}") from error
+            if not data.strip():
+                raise BootError(f"board silent after power-on: no console output in "
+                                f"{timeout} s") from error
+            raise BootError(f"no login prompt after {timeout} s ({describe(data)})") from error

@@ -3,40 +3,79 @@ file's matrix, and the start of every test case's result record."""
 
 from pathlib import Path
 
+import pexpect
 import pytest
+import serial
+from labgrid.driver.exception import ExecutionError
 from labgrid.exceptions import NoResourceFoundError
 from labgrid.resource.remote import RemotePlace
 
+from rtlab.errors import InfrastructureError
 from rtlab.loads import HostTraffic
 from rtlab.rttests import TESTS
 from rtlab.scenarios import load_suite
-from rtlab.suite import InfrastructureError
 from rtlab.sysinfo import read_system_info
 from rtlab.thresholds import load_thresholds
 
+BOARD_KEY = pytest.StashKey[object]()
+
 
 @pytest.fixture(scope="session")
-def shell(strategy):
-    """The board flashed, booted and logged in; powered off after the session, whatever
-    happened, so no board is left running."""
+def board(request, strategy):
+    """The board's strategy for the session; afterwards, whatever happened, the board is
+    powered off and its SD mux left in a defined state."""
+    request.config.stash[BOARD_KEY] = strategy
+    yield strategy
+    problems = strategy.cleanup()
+    if problems:
+        raise InfrastructureError("cleanup of the place failed: " + "; ".join(problems))
+
+
+@pytest.fixture
+def shell(board, record):
+    """The board at a working shell for this test case: booted (with retries) on first
+    use, booted again if an earlier case left it crashed or its console lost. The boot
+    and flash attempts made for this case go into its result record."""
+    before = len(board.attempts)
     try:
-        try:
-            strategy.transition("shell")
-        except Exception as error:
-            raise InfrastructureError(
-                f"board did not reach a shell: {type(error).__name__}: {error}"
-            ) from error
-        yield strategy.shell
+        return board.ensure_shell()
     finally:
-        # not strategy.transition: after a failed transition labgrid marks the strategy
-        # broken, and the board must be switched off all the same
-        strategy.target.activate(strategy.power)
-        strategy.power.off()
+        record.facts["infrastructure"] = {"attempts": board.attempts[before:],
+                                          "boots_in_session": board.boots}
 
 
 @pytest.fixture(scope="session")
-def system_info(shell):
-    return read_system_info(shell)
+def system_info(board):
+    return read_system_info(board.ensure_shell())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef, request):
+    """A fixture that fails while it uses the board (a command that times out, a console
+    that drops) fails with the one-line cause: the test case is an error, and its message
+    says what happened to the board."""
+    try:
+        return (yield)
+    except (InfrastructureError, pytest.skip.Exception, pytest.fail.Exception,
+            pytest.UsageError):
+        raise
+    except Exception as error:
+        strategy = request.config.stash.get(BOARD_KEY, None)
+        if strategy is None or not _board_error(error):
+            raise
+        raise strategy.classify(error) from error
+
+
+def _board_error(error: BaseException) -> bool:
+    """Errors of the board or its console, as labgrid, pexpect and pyserial raise them."""
+    kinds = (ExecutionError, pexpect.TIMEOUT, pexpect.EOF, serial.SerialException,
+             ConnectionError, EOFError)
+    current: BaseException | None = error
+    while current is not None:
+        if isinstance(current, kinds):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 @pytest.fixture(scope="session")
@@ -176,6 +215,8 @@ def begin_case(request, record, record_xml_attribute, board_name, flavour, place
             },
             **facts,
         })
+        # the shell first: it records the boot and flash attempts made for this case
+        request.getfixturevalue("shell")
         record.facts["system"] = request.getfixturevalue("system_info").as_dict()
         return case
 
