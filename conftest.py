@@ -8,11 +8,16 @@ from pathlib import Path
 
 import pytest
 
+from rtlab.errors import InfrastructureError
 from rtlab.results import write_record
 from rtlab.suite import CaseRecord, case_record, image_manifest_for
 
+# JUnit is written atomically (rtlab.junit_atomic)
+pytest_plugins = ["rtlab.junit_atomic"]
+
 RECORD_KEY = pytest.StashKey[CaseRecord]()
 CONSOLE_ATTACHED_KEY = pytest.StashKey[bool]()
+WRITTEN_KEY = pytest.StashKey[bool]()
 CONSOLE_TAIL_LINES = 200
 
 
@@ -60,14 +65,42 @@ def pytest_runtest_makereport(item, call):
     record = item.stash.get(RECORD_KEY, None)
     if record is None:
         return report
+    if call.excinfo is not None and isinstance(call.excinfo.value, InfrastructureError):
+        # the cause alone, as the JUnit message and the record's: the exception's class
+        # says nothing a reader of a red pipeline needs
+        crash = getattr(report.longrepr, "reprcrash", None)
+        if crash is not None:
+            crash.message = str(call.excinfo.value)
     record.observe(report)
     if report.failed:
         _attach_console_log(item, report)
-    if report.when == "teardown" and item.config.option.rt_results:
-        record.finished = datetime.datetime.now(datetime.UTC).isoformat()
-        path = write_record(Path(item.config.option.rt_results), record.as_dict())
-        item.user_properties.append(("result_record", str(path)))
+    if report.when == "teardown":
+        _write(item, record)
     return report
+
+
+def _write(item, record: CaseRecord) -> None:
+    if not item.config.option.rt_results or item.stash.get(WRITTEN_KEY, False):
+        return
+    item.stash[WRITTEN_KEY] = True
+    record.finished = datetime.datetime.now(datetime.UTC).isoformat()
+    path = write_record(Path(item.config.option.rt_results), record.as_dict())
+    item.user_properties.append(("result_record", str(path)))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """A case cut short by an interrupt (Ctrl-C, or SIGTERM on `rtlab run`) gets no
+    report from pytest; it still gets a record, an error that says so."""
+    try:
+        return (yield)
+    except KeyboardInterrupt:
+        record = item.stash.get(RECORD_KEY, None)
+        if record is not None:
+            record.verdict = "error"
+            record.message = "interrupted before the case finished (the run was stopped)"
+            _write(item, record)
+        raise
 
 
 def _attach_console_log(item, report) -> None:
