@@ -11,6 +11,7 @@ bootstrap:
 lint: bootstrap
 	$(VENV)/ruff check rtlab tests bench conftest.py
 	$(VENV)/rtlab thresholds check
+	$(VENV)/rtlab env check
 
 test: bootstrap lint
 	$(VENV)/pytest -ra

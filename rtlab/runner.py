@@ -1,14 +1,25 @@
 """``rtlab run``: one board through the on-board suite, the way CI and a person at a desk
 both do it: reserve and acquire the place, run pytest with labgrid's plugin, release."""
 
+import contextlib
+import logging
 import os
+import signal
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import attr
 
-from .paths import REPO_ROOT
+from .lab.health import HealthBook, ensure_schedulable, mark_place, run_event
+from .paths import REPO_ROOT, health_dir
+from .results import read_record
+
+logger = logging.getLogger("rtlab.runner")
+# how long pytest gets to power the board off and write its results after an interrupt
+INTERRUPT_GRACE_S = 120.0
 
 
 @attr.frozen
@@ -41,6 +52,7 @@ class RunOutcome:
     junit: Path
     results: Path
     console_logs: Path
+    healthy: bool = True
 
 
 def _client(coordinator: str, place: str, *args: str, timeout: float = 60) -> None:
@@ -50,6 +62,44 @@ def _client(coordinator: str, place: str, *args: str, timeout: float = 60) -> No
     if proc.returncode != 0:
         raise RuntimeError(f"labgrid-client {' '.join(args)} on {place} failed: "
                            f"{(proc.stderr or proc.stdout).strip()}")
+
+
+@contextlib.contextmanager
+def _interrupts_forwarded(child: subprocess.Popen) -> Iterator[None]:
+    """SIGTERM (a cancelled CI job) or SIGINT on the runner becomes SIGINT for pytest,
+    which then tears its fixtures down: the board is powered off and the records and
+    JUnit of the finished cases are written. The runner waits for that, then releases the
+    place."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def forward(signum: int, _frame: object) -> None:
+        logger.warning("signal %d: stopping the suite, then releasing the place", signum)
+        with contextlib.suppress(ProcessLookupError):
+            child.send_signal(signal.SIGINT)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _run_pytest(cmd: list[str], env: dict[str, str]) -> int:
+    child = subprocess.Popen(cmd, env=env, cwd=REPO_ROOT)
+    with _interrupts_forwarded(child):
+        try:
+            return child.wait()
+        except BaseException:
+            child.send_signal(signal.SIGINT)
+            try:
+                child.wait(INTERRUPT_GRACE_S)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+            raise
 
 
 def run_suite(
@@ -62,18 +112,28 @@ def run_suite(
     duration_s: int,
     label: str | None = None,
     selection: Selection = Selection(),
+    kind: str = "run",
+    health: HealthBook | None = None,
 ) -> RunOutcome:
-    """Run the suite; ``label`` names the JUnit and console files (default: the place)."""
+    """Run the suite; ``label`` names the JUnit and console files (default: the place).
+
+    ``kind`` "run" refuses a place marked unhealthy; "check" is the health check that
+    may run on one. The outcome goes into the place's health record (``health``, default
+    the folder of rtlab.paths.health_dir) and onto the place's tags."""
     label = label or place
     image = image.resolve()
     if not image.is_file():
         raise FileNotFoundError(f"image {image} does not exist (rtlab image build?)")
+    health = health or HealthBook(health_dir())
+    if kind == "run":
+        ensure_schedulable(coordinator, place)
     out_dir.mkdir(parents=True, exist_ok=True)
     junit = out_dir / f"junit-{label}.xml"
     results = out_dir / "results"
     console_logs = out_dir / "console" / label
     env = {**os.environ, "LG_PLACE": place, "LG_IMAGE": os.fspath(image),
            "LG_COORDINATOR": coordinator}
+    before = set(results.glob("*.json"))
     _client(coordinator, place, "acquire")
     try:
         cmd = [sys.executable, "-m", "pytest", os.fspath(REPO_ROOT / "tests" / "target"),
@@ -83,7 +143,15 @@ def run_suite(
                "-p", "no:cacheprovider", "-o", f"junit_suite_name={label}",
                "-o", "junit_logging=system-out", "-o", "junit_family=xunit1",
                *selection.pytest_args()]
-        code = subprocess.run(cmd, env=env, cwd=REPO_ROOT, check=False).returncode
+        code = _run_pytest(cmd, env)
     finally:
         _client(coordinator, place, "release")
-    return RunOutcome(place, code, junit, results, console_logs)
+    records = [read_record(path) for path in sorted(set(results.glob("*.json")) - before)]
+    state = health.record(run_event(place, kind, code, records))
+    try:
+        mark_place(coordinator, place, state)
+    except RuntimeError as error:
+        # the results are in; a coordinator that cannot take the tag must not lose them
+        logger.error("could not mark place %s %s: %s", place,
+                     "healthy" if state.healthy else "unhealthy", error)
+    return RunOutcome(place, code, junit, results, console_logs, state.healthy)
