@@ -129,13 +129,16 @@ class FaultPlan:
         return [fault.as_dict() for fault in self.armed.values()]
 
 
+CORRUPT_PATTERN = b"rtlab:corrupted!"
+
+
 def corrupt(card: Path) -> None:
-    """Flip bytes of a written card, as a failing card or mux would have stored them."""
+    """Overwrite bytes of a written card, as a failing card or mux would have stored
+    them. A fixed pattern, so that damaging a card twice damages it the same way."""
+    assert len(CORRUPT_PATTERN) == CORRUPT_LENGTH
     with card.open("r+b") as out:
         out.seek(CORRUPT_OFFSET)
-        data = out.read(CORRUPT_LENGTH)
-        out.seek(CORRUPT_OFFSET)
-        out.write(bytes(b ^ 0xFF for b in data))
+        out.write(CORRUPT_PATTERN)
         out.flush()
         os.fsync(out.fileno())
 

@@ -108,6 +108,8 @@ class BoardSlot:
         def on_event() -> None:
             if watch.closed_after_write():
                 corrupt(self.card)
+                # our own write closed the card too: that event is not a writer's
+                watch.closed_after_write()
                 self.logger.warning("fault: sd-corrupt, damaged the card after a write")
         asyncio.get_running_loop().add_reader(watch.fd, on_event)
 
