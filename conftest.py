@@ -107,10 +107,14 @@ def _attach_console_log(item, report) -> None:
     if not item.config.option.lg_log or item.stash.get(CONSOLE_ATTACHED_KEY, False):
         return
     item.stash[CONSOLE_ATTACHED_KEY] = True
+    texts = []
     for log in sorted(Path(item.config.option.lg_log).glob("console_*")):
         lines = log.read_bytes().decode(errors="replace").splitlines()[-CONSOLE_TAIL_LINES:]
-        text = (f"--- console log {log.name} (last {CONSOLE_TAIL_LINES} lines) ---\n"
-                + "\n".join(lines) + "\n")
+        texts.append(f"--- console log {log.name} (last {CONSOLE_TAIL_LINES} lines) ---\n"
+                     + "\n".join(lines) + "\n")
+    # a fault before the board was ever switched on (PDU, SD card) leaves no console log;
+    # the case says so rather than leaving the reader to wonder
+    for text in texts or ["--- console log: nothing was read from the console ---\n"]:
         # junitxml writes system-out from the teardown report, which copies the item's
         # report sections; a failing teardown's own report is already built
         if report.when == "teardown":

@@ -141,7 +141,7 @@ def run_suite(
                "--lg-log", os.fspath(console_logs), f"--junitxml={junit}",
                "--rt-results", os.fspath(results), "--rt-duration", str(duration_s),
                "-p", "no:cacheprovider", "-o", f"junit_suite_name={label}",
-               "-o", "junit_logging=system-out", "-o", "junit_family=xunit1",
+               "-o", "junit_logging=all", "-o", "junit_family=xunit1",
                *selection.pytest_args()]
         code = _run_pytest(cmd, env)
     finally:
