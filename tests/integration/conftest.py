@@ -1,6 +1,7 @@
 """The virtual rack for integration tests: images built (cached), the rack started once
 per session and stopped at the end, with a check that nothing of it is left running."""
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -16,6 +17,19 @@ def qemu_processes() -> list[str]:
     out = subprocess.run(["pgrep", "-a", "-f", "qemu-system-"], capture_output=True,
                          text=True, check=False).stdout
     return [line for line in out.splitlines() if str(paths.vlab_state_dir()) in line]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def own_health_records(tmp_path_factory):
+    """The places' health records of this test session, apart from the lab's own (a
+    test that breaks a board on purpose must not count against it next time)."""
+    saved = os.environ.get("RTLAB_HEALTH_DIR")
+    os.environ["RTLAB_HEALTH_DIR"] = str(tmp_path_factory.mktemp("health"))
+    yield
+    if saved is None:
+        del os.environ["RTLAB_HEALTH_DIR"]
+    else:
+        os.environ["RTLAB_HEALTH_DIR"] = saved
 
 
 @pytest.fixture(scope="session")

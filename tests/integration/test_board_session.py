@@ -105,12 +105,18 @@ def test_board_that_cannot_boot_is_an_error(broken_board_run):
     assert case.find("failure") is None, "an infrastructure fault must never be a fail"
     error = case.find("error")
     assert error is not None
-    assert "board did not reach a shell" in error.get("message", "")
+    # the rack's bootloader printed, the kernel never did: each of the strategy's boot
+    # attempts (a power cycle each) waited for the login prompt
+    assert "no login prompt after 30 s (last console line: 'rtlab-vboot:" in error.get(
+        "message", "")
+    assert "(boot attempt 3 of 3)" in error.get("message", "")
 
     [record_file] = (out / "results").glob("*.json")
     record = json.loads(record_file.read_text())
     assert record["verdict"] == "error"
-    assert "board did not reach a shell" in record["message"]
+    assert record["message"].startswith("no login prompt after 30 s")
+    assert [a["ok"] for a in record["infrastructure"]["attempts"]
+            if a["step"] == "boot"] == [False, False, False]
     # what was to run is known although the board never answered
     assert record["name"] == "qemu-imx6q/rt/cpu100/1000us"
     assert record["place"] == "imx6q-01"

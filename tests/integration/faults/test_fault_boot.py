@@ -1,0 +1,40 @@
+"""Boards that do not come up: a boot that hangs before the login, a board that takes
+power and stays silent, and a slow boot that a retry outlasts."""
+
+from conftest import assert_cleaned_up, assert_console_attached, assert_error
+
+CASE = "idle/1000us"
+
+
+def test_boot_hang_is_an_error_after_every_boot_attempt(vlab, run_with_faults):
+    run = run_with_faults([("boot-hang", {"times": 0})], login_timeout=40)
+    record = assert_error(run, CASE, "no login prompt after 40 s")
+    assert "(boot attempt 2 of 2)" in record["message"]
+    boots = run.attempts(CASE, "boot")
+    assert [(a["attempt"], a["ok"]) for a in boots] == [(1, False), (2, False)]
+    # the kernel ran: the cause quotes what it printed last
+    assert all("last console line" in a["cause"] for a in boots)
+    assert_console_attached(run, CASE, "rtlab-vboot: imx6q power on")
+    # the card was written completely, so the board keeps it
+    assert_cleaned_up(vlab, sdmux="dut")
+
+
+def test_silent_board_is_an_error_that_says_so(vlab, run_with_faults):
+    run = run_with_faults([("silent", {"times": 0})], login_timeout=30)
+    record = assert_error(run, CASE, "board silent after power-on: no console output in 30 s")
+    assert len(run.attempts(CASE, "boot")) == 2
+    assert record["infrastructure"]["boots_in_session"] == 2
+    assert_cleaned_up(vlab, sdmux="dut")
+
+
+def test_slow_boot_is_retried_with_a_power_cycle_and_then_measured(vlab, run_with_faults):
+    # the first boot starts later than the login timeout allows; the second is normal
+    run = run_with_faults([("slow-boot", {"times": 1, "seconds": 50})], login_timeout=40)
+    assert run.returncode == 0, run.output[-3000:]
+    record = run.record(CASE)
+    assert record["verdict"] == "pass"
+    boots = run.attempts(CASE, "boot")
+    assert [(a["attempt"], a["ok"]) for a in boots] == [(1, False), (2, True)]
+    assert boots[0]["cause"] == "board silent after power-on: no console output in 40 s"
+    assert all(cpu["samples"] > 0 for cpu in record["cpus"])
+    assert_cleaned_up(vlab, sdmux="dut")

@@ -1,0 +1,63 @@
+"""Board health: infrastructure errors in a row make a place unhealthy on the
+coordinator; CI stops running on it until a health check passes."""
+
+import subprocess
+import sys
+
+import pytest
+
+from conftest import CLIENT, PLACE
+from rtlab.lab.health import TAG_KEY, place_info
+from rtlab.paths import REPO_ROOT
+from rtlab.vlab import control
+
+
+def rtlab(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rtlab.cli", *args], capture_output=True,
+                          text=True, cwd=REPO_ROOT, timeout=900, check=False)
+
+
+@pytest.fixture
+def place_restored(vlab):
+    yield
+    # whatever the test left, the place is healthy for the tests after it
+    subprocess.run([CLIENT, "-x", vlab.coordinator_address, "-p", PLACE, "set-tags",
+                    f"{TAG_KEY}="], check=True, capture_output=True)
+    subprocess.run([CLIENT, "-x", vlab.coordinator_address, "-p", PLACE, "set-comment",
+                    "virtual imx6q (QEMU)"], check=True, capture_output=True)
+
+
+def test_three_errors_in_a_row_make_the_place_unhealthy_until_a_check_passes(
+        vlab, image, run_with_faults, place_restored, tmp_path):
+    for number in range(1, 4):
+        run = run_with_faults([("pdu-error", {"times": 0})])
+        assert run.record("idle/1000us")["verdict"] == "error"
+        control.clear_faults(vlab, PLACE)
+        tag = place_info(vlab.coordinator_address, PLACE).tags.get(TAG_KEY)
+        assert tag == ("unhealthy" if number == 3 else "healthy"), number
+
+    info = place_info(vlab.coordinator_address, PLACE)
+    assert "3 infrastructure errors in a row" in info.comment
+    assert "PDU: HTTP 500 on outlet 1" in info.comment
+    assert "virtual imx6q (QEMU)" in info.comment, "the place's own comment is kept"
+    assert info.tags["board"] == "qemu-imx6q", "the place's other tags are kept"
+
+    # CI does not schedule it: the run is refused before the board is touched
+    sd_image = str(image("imx6q", "rt"))
+    refused = rtlab("run", "--place", PLACE, "--image", sd_image, "--out",
+                    str(tmp_path / "refused"), "--duration", "2", "--scenarios", "idle",
+                    "--intervals", "1000", "--rt-tests", "none")
+    assert refused.returncode == 2
+    assert f"place {PLACE} is unhealthy" in refused.stderr
+    assert not (tmp_path / "refused" / "results").exists()
+
+    health = rtlab("lab", "health", "--place", PLACE, "--history")
+    assert health.returncode == 0, health.stderr
+    assert "unhealthy" in health.stdout and "PDU: HTTP 500" in health.stdout
+
+    # the health check (flash + boot + a short measurement) passes: healthy again
+    check = rtlab("lab", "check", "--place", PLACE, "--image", sd_image,
+                  "--out", str(tmp_path / "check"))
+    assert check.returncode == 0, check.stdout[-3000:] + check.stderr[-2000:]
+    assert place_info(vlab.coordinator_address, PLACE).tags[TAG_KEY] == "healthy"
+    assert place_info(vlab.coordinator_address, PLACE).comment == "virtual imx6q (QEMU)"

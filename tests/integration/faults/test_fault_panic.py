@@ -1,0 +1,25 @@
+"""A kernel panic in the middle of a measurement: the case is an error naming the panic,
+and the next case boots the board again instead of inheriting a dead one."""
+
+from conftest import assert_cleaned_up, assert_console_attached, assert_error
+
+# power-on to shell takes 10-30 s under emulation; a 60 s window is running at 50 s
+PANIC_AFTER_S = 50
+WINDOW_S = 60
+
+
+def test_panic_during_measurement_is_an_error_and_the_board_recovers(vlab, run_with_faults):
+    run = run_with_faults([("panic", {"after_s": PANIC_AFTER_S})],
+                          scenarios="idle,cpu100", duration=WINDOW_S)
+    record = assert_error(run, "idle/1000us",
+                          "kernel panic during the test: Kernel panic - not syncing")
+    assert [a["ok"] for a in run.attempts("idle/1000us", "boot")] == [True]
+    assert_console_attached(run, "idle/1000us", "Kernel panic - not syncing")
+    assert "cpus" not in record, "no figures from a board that died mid-window"
+
+    after = run.record("cpu100/1000us")
+    assert after["verdict"] == "pass", after["message"]
+    # booted again from the card already written: no second flash
+    assert [a["ok"] for a in run.attempts("cpu100/1000us", "boot")] == [True]
+    assert run.attempts("cpu100/1000us", "flash") == []
+    assert_cleaned_up(vlab, sdmux="dut")
