@@ -43,6 +43,9 @@ from .flashverify import verify_card
 
 logger = logging.getLogger("rtlab.strategy")
 PDU_RETRY_DELAY_S = 1.0
+# a console adapter that dropped (a USB re-enumeration, a ser2net restart) is back within
+# seconds: an immediate retry would only find it gone again
+BOOT_RETRY_DELAY_S = 5.0
 
 
 class Status(enum.Enum):
@@ -82,7 +85,7 @@ def tool_error(error: BaseException) -> str:
     return one_line(error)
 
 
-def _caused_by(error: BaseException, kinds: tuple[type[BaseException], ...]) -> bool:
+def caused_by(error: BaseException, kinds: tuple[type[BaseException], ...]) -> bool:
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
@@ -196,7 +199,7 @@ class RTLabStrategy(Strategy):
         panic = panic_line(data)
         if panic:
             return BoardCrashed(f"kernel panic during the test: {panic}")
-        if _caused_by(error, (serial.SerialException, ConnectionError, EOFError)):
+        if caused_by(error, (serial.SerialException, ConnectionError, EOFError)):
             return ConsoleLost(f"serial lost during the test: {one_line(error)}")
         return BoardCrashed(f"board stopped answering during the test: {one_line(error)} "
                             f"({describe(data[-4096:])})")
@@ -392,6 +395,8 @@ class RTLabStrategy(Strategy):
                 self._attempt("boot", number, self.boot_attempts, started, cause)
                 # a fresh console connection for the next attempt: a dropped one stays dead
                 self.target.deactivate(self.console)
+                if number < self.boot_attempts:
+                    time.sleep(BOOT_RETRY_DELAY_S)
                 continue
             self._attempt("boot", number, self.boot_attempts, started, None)
             return
@@ -417,7 +422,7 @@ class RTLabStrategy(Strategy):
             panic = panic_line(data)
             if panic:
                 raise BootError(f"kernel panic during boot: {panic}") from error
-            if _caused_by(error, (serial.SerialException, ConnectionError, EOFError)):
+            if caused_by(error, (serial.SerialException, ConnectionError, EOFError)):
                 raise ConsoleLost(f"serial lost during boot: {one_line(error)}") from error
             if not data.strip():
                 raise BootError(f"board silent after power-on: no console output in "

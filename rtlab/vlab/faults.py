@@ -30,10 +30,6 @@ FAULT_KINDS: Mapping[str, str] = {
     "silent": "the board takes power but never prints anything",
     "slow-boot": "the board starts SECONDS after power-on",
 }
-# fired when the board is powered on
-POWER_ON_KINDS = ("boot-hang", "panic", "silent", "slow-boot", "serial-disconnect")
-PDU_KINDS = ("pdu-error", "pdu-timeout")
-SD_KINDS = ("sd-write-error", "sd-corrupt")
 PDU_TIMEOUT_DEFAULT_S = 3600.0
 # where sd-corrupt flips bytes: inside the first block of every image (the MBR's boot code
 # area), so a read-back of the written ranges always covers it

@@ -11,6 +11,7 @@ from labgrid.exceptions import NoResourceFoundError
 from labgrid.resource.remote import RemotePlace
 
 from rtlab.errors import InfrastructureError
+from rtlab.lab.strategy import caused_by
 from rtlab.loads import HostTraffic
 from rtlab.rttests import TESTS
 from rtlab.scenarios import load_suite
@@ -68,14 +69,8 @@ def pytest_fixture_setup(fixturedef, request):
 
 def _board_error(error: BaseException) -> bool:
     """Errors of the board or its console, as labgrid, pexpect and pyserial raise them."""
-    kinds = (ExecutionError, pexpect.TIMEOUT, pexpect.EOF, serial.SerialException,
-             ConnectionError, EOFError)
-    current: BaseException | None = error
-    while current is not None:
-        if isinstance(current, kinds):
-            return True
-        current = current.__cause__ or current.__context__
-    return False
+    return caused_by(error, (ExecutionError, pexpect.TIMEOUT, pexpect.EOF,
+                             serial.SerialException, ConnectionError, EOFError))
 
 
 @pytest.fixture(scope="session")
