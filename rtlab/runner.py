@@ -8,14 +8,15 @@ import signal
 import subprocess
 import sys
 import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import attr
 
-from .lab.health import HealthBook, ensure_schedulable, mark_place, run_event
+from .lab.health import HealthBook, ensure_schedulable, record_on_place, run_event
 from .paths import REPO_ROOT, health_dir
-from .results import read_record
+from .results import RUN_ID_VARIABLE, read_record
 
 logger = logging.getLogger("rtlab.runner")
 # how long pytest gets to power the board off and write its results after an interrupt
@@ -102,6 +103,16 @@ def _run_pytest(cmd: list[str], env: dict[str, str]) -> int:
             raise
 
 
+def run_id(place: str) -> str:
+    """The id every record of one run carries: the CI job when there is one (a retried
+    job is a new job), else the place and a random part; a caller may set its own."""
+    if os.environ.get(RUN_ID_VARIABLE):
+        return os.environ[RUN_ID_VARIABLE]
+    if os.environ.get("CI_JOB_ID"):
+        return f"gitlab:{os.environ.get('CI_PIPELINE_ID', '')}:{os.environ['CI_JOB_ID']}:{place}"
+    return f"run:{place}:{uuid.uuid4().hex[:16]}"
+
+
 def run_suite(
     *,
     place: str,
@@ -118,8 +129,9 @@ def run_suite(
     """Run the suite; ``label`` names the JUnit and console files (default: the place).
 
     ``kind`` "run" refuses a place marked unhealthy; "check" is the health check that
-    may run on one. The outcome goes into the place's health record (``health``, default
-    the folder of rtlab.paths.health_dir) and onto the place's tags."""
+    may run on one. The outcome is counted on from the health the place holds on the
+    coordinator (shared by every runner), put back there, and kept in this runner's health
+    record (``health``, default the folder of rtlab.paths.health_dir)."""
     label = label or place
     image = image.resolve()
     if not image.is_file():
@@ -132,7 +144,7 @@ def run_suite(
     results = out_dir / "results"
     console_logs = out_dir / "console" / label
     env = {**os.environ, "LG_PLACE": place, "LG_IMAGE": os.fspath(image),
-           "LG_COORDINATOR": coordinator}
+           "LG_COORDINATOR": coordinator, RUN_ID_VARIABLE: run_id(place)}
     before = set(results.glob("*.json"))
     _client(coordinator, place, "acquire")
     try:
@@ -144,14 +156,10 @@ def run_suite(
                "-o", "junit_logging=all", "-o", "junit_family=xunit1",
                *selection.pytest_args()]
         code = _run_pytest(cmd, env)
+        records = [read_record(path) for path in sorted(set(results.glob("*.json")) - before)]
+        # counted while the place is still ours: no other runner's outcome can come between
+        # reading the place's error count and writing it back
+        state = record_on_place(health, coordinator, run_event(place, kind, code, records))
     finally:
         _client(coordinator, place, "release")
-    records = [read_record(path) for path in sorted(set(results.glob("*.json")) - before)]
-    state = health.record(run_event(place, kind, code, records))
-    try:
-        mark_place(coordinator, place, state)
-    except RuntimeError as error:
-        # the results are in; a coordinator that cannot take the tag must not lose them
-        logger.error("could not mark place %s %s: %s", place,
-                     "healthy" if state.healthy else "unhealthy", error)
     return RunOutcome(place, code, junit, results, console_logs, state.healthy)

@@ -2,14 +2,17 @@
 unhealthy, and CI leaves it alone until a health check (flash, boot, short smoke test)
 passes on it again.
 
-rtlab's own record is a :class:`HealthBook`, one JSON file per place. The state is also
-mirrored on the labgrid place (tag ``rtlab_health`` and the place comment) so that every
-CI runner and every person running ``labgrid-client places`` sees it.
+The coordinator's place is where the state lives, because a lab's CI runners share its
+places but not their disks: tag ``rtlab_health`` (healthy/unhealthy, the reason in the
+place comment) and tag ``rtlab_health_errors`` (the errors in a row so far), read before
+a run's outcome is counted and written after, so that a streak continues across runners.
+Each runner's :class:`HealthBook`, one JSON file per place, keeps the history it saw.
 """
 
 import datetime
 import fcntl
 import json
+import logging
 import os
 import re
 import subprocess
@@ -40,7 +43,12 @@ HEALTHY, UNHEALTHY = "healthy", "unhealthy"
 COMMENT_MARK = "UNHEALTHY since "
 COMMENT_SEP = " || "
 
+# the shared count of errors in a row: a decimal number, a valid tag value
+ERRORS_TAG_KEY = "rtlab_health_errors"
+MARKED_SINCE = re.compile(rf"{re.escape(COMMENT_MARK)}(\S+): ")
+
 PLACE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+logger = logging.getLogger("rtlab.health")
 
 
 def utc_now() -> str:
@@ -143,6 +151,16 @@ class PlaceHealth:
                 f"Run: rtlab lab check {self.place}")
 
 
+@attr.frozen
+class SharedHealth:
+    """What the coordinator's place says of its health, for every runner: None where the
+    place has no such tag (yet), and this runner's own record stands."""
+
+    healthy: bool | None = None
+    consecutive_errors: int | None = None
+    marked_unhealthy_at: str | None = None
+
+
 @attr.define
 class _Entry:
     """A place's file: the state, and up to KEEP_EVENTS events, oldest first."""
@@ -152,6 +170,19 @@ class _Entry:
     consecutive_errors: int = 0
     marked_unhealthy_at: str | None = None
     events: list[HealthEvent] = attr.Factory(list)
+
+    def adopt(self, shared: SharedHealth, event: HealthEvent) -> None:
+        """Take the state the place holds: another runner may have counted errors on it,
+        marked it unhealthy or checked it healthy since this runner last saw it."""
+        if shared.consecutive_errors is not None:
+            self.consecutive_errors = shared.consecutive_errors
+        if shared.healthy is True:
+            self.healthy = True
+            self.marked_unhealthy_at = None
+        elif shared.healthy is False:
+            self.healthy = False
+            self.marked_unhealthy_at = (shared.marked_unhealthy_at or self.marked_unhealthy_at
+                                        or event.time)
 
     def apply(self, event: HealthEvent, unhealthy_after: int) -> None:
         self.events = [*self.events, event][-KEEP_EVENTS:]
@@ -195,10 +226,13 @@ class HealthBook:
         _place_name(None, attr.fields(HealthEvent).place, place)
         return self.folder / f"{place}.json"
 
-    def record(self, event: HealthEvent) -> PlaceHealth:
-        """Add the event to its place's history and return the place's new health."""
+    def record(self, event: HealthEvent, shared: SharedHealth | None = None) -> PlaceHealth:
+        """Add the event to its place's history and return the place's new health, counted
+        on from ``shared`` (the place's state on the coordinator) where given."""
         with self._locked(event.place):
             entry = self._read(event.place) or _Entry(event.place)
+            if shared is not None:
+                entry.adopt(shared, event)
             entry.apply(event, self.unhealthy_after)
             write_atomic(self.path(event.place),
                          json.dumps(entry.as_dict(), indent=2) + "\n")
@@ -357,6 +391,24 @@ def place_info(coordinator: str, place: str, client: Path | None = None) -> Plac
     return parse_place_show(_labgrid_client(coordinator, place, "show", client=client))
 
 
+def shared_health(info: PlaceInfo) -> SharedHealth:
+    """The place's health as the coordinator holds it (see :func:`mark_place`)."""
+    healthy = {HEALTHY: True, UNHEALTHY: False}.get(info.tags.get(TAG_KEY, ""))
+    count = info.tags.get(ERRORS_TAG_KEY, "")
+    # a value someone typed by hand that is no count is no count
+    errors = int(count) if count.isdigit() else None
+    marked = None
+    if healthy is False:
+        found = MARKED_SINCE.match(info.comment)
+        if found:
+            try:
+                _iso_utc(None, attr.fields(SharedHealth).marked_unhealthy_at, found.group(1))
+                marked = found.group(1)
+            except ValueError:
+                pass
+    return SharedHealth(healthy, errors, marked)
+
+
 def place_health_tag(coordinator: str, place: str, client: Path | None = None) -> str | None:
     """The place's ``rtlab_health`` tag: "healthy", "unhealthy" or None (never marked)."""
     return place_info(coordinator, place, client).tags.get(TAG_KEY)
@@ -376,18 +428,45 @@ def health_comment(health: PlaceHealth, comment: str) -> str:
 
 
 def mark_place(coordinator: str, place: str, health: PlaceHealth,
-               client: Path | None = None) -> None:
-    """Mirror ``health`` on the labgrid place: tag ``rtlab_health=healthy|unhealthy`` and,
-    while unhealthy, the reason in the comment. ``set-tags`` merges (labgrid 26's
+               client: Path | None = None, info: PlaceInfo | None = None) -> None:
+    """Put ``health`` on the labgrid place: tags ``rtlab_health=healthy|unhealthy`` and
+    ``rtlab_health_errors=N`` and, while unhealthy, the reason in the comment. ``info`` is
+    the place as last read (read again if None). ``set-tags`` merges (labgrid 26's
     coordinator only adds, changes or, for an empty value, deletes the given keys), so the
     place's other tags stay; the comment before marking is kept behind our reason."""
-    info = place_info(coordinator, place, client)
-    value = HEALTHY if health.healthy else UNHEALTHY
-    if info.tags.get(TAG_KEY) != value:
-        _labgrid_client(coordinator, place, "set-tags", f"{TAG_KEY}={value}", client=client)
+    info = info or place_info(coordinator, place, client)
+    wanted = {TAG_KEY: HEALTHY if health.healthy else UNHEALTHY,
+              ERRORS_TAG_KEY: str(health.consecutive_errors)}
+    changed = [f"{key}={value}" for key, value in wanted.items() if info.tags.get(key) != value]
+    if changed:
+        _labgrid_client(coordinator, place, "set-tags", *changed, client=client)
     comment = health_comment(health, info.comment)
     if comment != info.comment:
         _labgrid_client(coordinator, place, "set-comment", comment, client=client)
+
+
+def record_on_place(book: HealthBook, coordinator: str, event: HealthEvent,
+                    client: Path | None = None) -> PlaceHealth:
+    """Count ``event`` on from the state its place holds on the coordinator, keep it in
+    ``book`` and put the new state back on the place. Between the read and the write no
+    other runner may count an outcome on the place: ``rtlab run`` does this while it still
+    holds the place. A coordinator that cannot be read or written leaves this runner's
+    record to count alone (logged), so that the run's results are never lost over it."""
+    place = event.place
+    try:
+        info: PlaceInfo | None = place_info(coordinator, place, client)
+    except (RuntimeError, OSError, subprocess.SubprocessError) as error:
+        logger.error("could not read the health of place %s from the coordinator, counting "
+                     "on this runner's record alone: %s", place, error)
+        info = None
+    health = book.record(event, shared_health(info) if info is not None else None)
+    try:
+        mark_place(coordinator, place, health, client, info)
+    except (RuntimeError, OSError, subprocess.SubprocessError) as error:
+        logger.error("could not mark place %s %s (%d errors in a row): %s", place,
+                     HEALTHY if health.healthy else UNHEALTHY, health.consecutive_errors,
+                     error)
+    return health
 
 
 def ensure_schedulable(coordinator: str, place: str, client: Path | None = None) -> None:

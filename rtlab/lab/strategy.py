@@ -48,6 +48,40 @@ PDU_RETRY_DELAY_S = 1.0
 BOOT_RETRY_DELAY_S = 5.0
 
 
+class _PduRequest:
+    """One request to a network PDU, in a thread of its own: labgrid's HTTP power backends
+    wait for an answer without a timeout, so a request that gets none can only be given
+    up on, never cancelled. It is kept until it ends, because the PDU may still carry it
+    out."""
+
+    def __init__(self, what: str, call: Callable[[], object]) -> None:
+        self.what = what
+        self.sent = time.monotonic()
+        self.answered: float | None = None
+        self.result: object = None
+        self.error: BaseException | None = None
+        self.reported = False
+        self._thread = threading.Thread(target=self._run, args=(call,), name=f"pdu-{what}",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self, call: Callable[[], object]) -> None:
+        try:
+            self.result = call()
+        except BaseException as error:  # noqa: BLE001 - handed to whoever waits for it
+            self.error = error
+        finally:
+            self.answered = time.monotonic()
+
+    def wait(self, timeout: float) -> bool:
+        """True once it has ended (answered or failed), waiting at most ``timeout``."""
+        self._thread.join(max(0.0, timeout))
+        return not self._thread.is_alive()
+
+    def outcome(self) -> str:
+        return "ok" if self.error is None else one_line(self.error)
+
+
 class Status(enum.Enum):
     unknown = 0
     off = 1
@@ -135,6 +169,10 @@ class RTLabStrategy(Strategy):
         self.card_complete = False
         self._tap: ConsoleTap | None = None
         self._case_mark = 0
+        # PDU requests given up on after pdu_timeout; and when the last switch-off that
+        # the PDU confirmed was sent
+        self._abandoned: list[_PduRequest] = []
+        self._off_sent: float | None = None
 
     def image_path(self) -> str:
         try:
@@ -205,9 +243,10 @@ class RTLabStrategy(Strategy):
                             f"({describe(data[-4096:])})")
 
     def cleanup(self) -> list[str]:
-        """Leave the place in a defined state whatever happened: power off, and the SD
-        mux with the board if the card holds a complete image, else off. Returns what
-        could not be done (each a one-line cause), after trying everything."""
+        """Leave the place in a defined state whatever happened: power off (and off again
+        if a power-on rtlab gave up on is carried out after that), and the SD mux with the
+        board if the card holds a complete image, else off. Returns what could not be done
+        (each a one-line cause), after trying everything."""
         problems = []
         try:
             self.target.deactivate(self.shell)
@@ -218,6 +257,7 @@ class RTLabStrategy(Strategy):
             self.status = Status.off
         except Exception as error:  # noqa: BLE001
             problems.append(one_line(error))
+        problems += self._keep_off()
         mode = "dut" if self.card_complete else "off"
         try:
             self.target.activate(self.sdmux)
@@ -289,27 +329,92 @@ class RTLabStrategy(Strategy):
     def _network_pdu(self, on: bool) -> None:
         """labgrid's HTTP power backends wait for an answer forever, and a PDU that stalls
         must not stall the lab: the backend's request runs in a thread that is abandoned
-        after ``pdu_timeout``. It calls the backend as NetworkPowerDriver.on/off do, but
-        outside labgrid's step tracking, which a thread left hanging would corrupt."""
+        after ``pdu_timeout``, and waited for (up to ``pdu_timeout`` more) before the next
+        request, since the PDU may still carry it out. It calls the backend as
+        NetworkPowerDriver.on/off do, but outside labgrid's step tracking, which a thread
+        left hanging would corrupt."""
         driver = self.power
-        outcome: dict[str, BaseException] = {}
-
-        def call() -> None:
-            try:
-                driver.backend.power_set(driver._host, driver._port, driver.port.index, on)
-            except BaseException as error:  # noqa: BLE001 - handed to the caller
-                outcome["error"] = error
-
         what = "on" if on else "off"
-        worker = threading.Thread(target=call, name=f"pdu-{what}", daemon=True)
-        worker.start()
-        worker.join(self.pdu_timeout)
-        if worker.is_alive():
-            raise PowerError(f"PDU: no answer within {self.pdu_timeout:.0f} s to power "
+        # of two requests the PDU holds at once, it decides which it carries out last
+        self._await_abandoned(self.pdu_timeout)
+        request = _PduRequest(what, lambda: driver.backend.power_set(
+            driver._host, driver._port, driver.port.index, on))
+        if not request.wait(self.pdu_timeout):
+            self._abandoned.append(request)
+            raise PowerError(f"PDU: no answer within {self.pdu_timeout:g} s to power "
                              f"{what} on {self._outlet()}")
-        if "error" in outcome:
-            raise outcome["error"]
+        if request.error is not None:
+            raise request.error
+        if not on:
+            self._off_sent = request.sent
         logger.info("power %s on %s", what, self._outlet())
+
+    def _await_abandoned(self, timeout: float) -> None:
+        """Give the requests abandoned earlier up to ``timeout`` in all to end, and log
+        what each did when it ended."""
+        deadline = time.monotonic() + timeout
+        for request in self._abandoned:
+            if request.answered is None:
+                request.wait(deadline - time.monotonic())
+            if request.answered is not None and not request.reported:
+                request.reported = True
+                logger.warning("PDU: the abandoned request to power %s on %s ended %.0f s "
+                               "after it was sent: %s", request.what, self._outlet(),
+                               request.answered - request.sent, request.outcome())
+        pending = [request for request in self._abandoned if request.answered is None]
+        if pending:
+            logger.warning("PDU: %s on %s still unanswered",
+                           ", ".join(f"power {r.what} (sent {time.monotonic() - r.sent:.0f} s "
+                                     "ago)" for r in pending), self._outlet())
+
+    def _keep_off(self) -> list[str]:
+        """After cleanup's power-off: an abandoned "on" that the PDU carries out late
+        would switch the board on after rtlab has let go of the place. Wait for such a
+        request (up to ``pdu_timeout``), and if it ended after the last switch-off was
+        sent, switch off again and read the outlet back. Returns what could not be made
+        sure of."""
+        ons = [request for request in self._abandoned if request.what == "on"]
+        if not ons:
+            return []
+        self._await_abandoned(self.pdu_timeout)
+        pending = [request for request in ons if request.answered is None]
+        if pending:
+            oldest = time.monotonic() - min(request.sent for request in pending)
+            logger.error("PDU: a request to power on on %s is still unanswered after %.0f s: "
+                         "the outlet may switch on whenever the PDU carries it out",
+                         self._outlet(), oldest)
+            return [f"PDU: a request to power on on {self._outlet()} is still unanswered "
+                    f"after {oldest:.0f} s; the outlet may switch on later"]
+        late = [request for request in ons if request.answered is not None
+                and (self._off_sent is None or request.answered > self._off_sent)]
+        if not late:
+            return []
+        logger.warning("PDU: an abandoned request to power on on %s ended after the last "
+                       "switch-off: switching off again", self._outlet())
+        try:
+            self._pdu("off", self.power.off)
+        except PowerError as error:
+            return [f"{error} (switching off again after a late power on)"]
+        return self._read_back_off()
+
+    def _read_back_off(self) -> list[str]:
+        """The outlet's state as the PDU reports it, where its backend can tell."""
+        driver = self.power
+        get = getattr(getattr(driver, "backend", None), "power_get", None)
+        if get is None:
+            logger.warning("PDU: %s cannot be read back; switched off again unverified",
+                           self._outlet())
+            return []
+        request = _PduRequest("get", lambda: get(driver._host, driver._port, driver.port.index))
+        if not request.wait(self.pdu_timeout) or request.error is not None:
+            cause = request.outcome() if request.answered else "no answer"
+            logger.warning("PDU: could not read %s back after switching it off again: %s",
+                           self._outlet(), cause)
+            return []
+        if request.result:
+            return [f"PDU: {self._outlet()} reads on after switching it off again"]
+        logger.info("PDU: %s reads off", self._outlet())
+        return []
 
     def _power_off(self) -> None:
         with timed("power off"):

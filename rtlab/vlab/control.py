@@ -58,11 +58,14 @@ def _api(config: VlabConfig, method: str, path: str, **kwargs: object) -> object
 
 def inject_fault(config: VlabConfig, place: str, kind: str, *, times: int = 1,
                  seconds: float | None = None, after_s: float | None = None,
-                 code: int | None = None) -> dict[str, object]:
-    """Arm a fault on a board of the running rack (see rtlab.vlab.faults.FAULT_KINDS)."""
+                 code: int | None = None, on_console: str | None = None) -> dict[str, object]:
+    """Arm a fault on a board of the running rack (see rtlab.vlab.faults.FAULT_KINDS);
+    with ``on_console``, ``after_s`` counts from when the board's console shows that
+    text instead of from power-on."""
     config.board(place)  # an unknown place is refused with the valid ones
     params: dict[str, object] = {"times": times}
-    for name, value in (("seconds", seconds), ("after_s", after_s), ("code", code)):
+    for name, value in (("seconds", seconds), ("after_s", after_s), ("code", code),
+                        ("on_console", on_console)):
         if value is not None:
             params[name] = value
     return _api(config, "PUT", f"/faults/{place}/{kind}", json=params)  # type: ignore[return-value]

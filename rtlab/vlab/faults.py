@@ -4,7 +4,10 @@ what can be retried and cleans up after itself.
 
 A fault is armed with how many times it fires (``times``; 0 keeps it armed until cleared)
 and fires at the moment its kind belongs to: a PDU request, a power-on, a switch of the
-SD mux to the host.
+SD mux to the host. A panic or a serial disconnect can instead wait for a text on the
+board's console (``on_console``), so that it lands at a point of what the lab does with
+the board (a measurement window's start) rather than at a time after power-on, which a
+slow boot would shift.
 """
 
 import ctypes
@@ -19,9 +22,12 @@ import attr
 
 FAULT_KINDS: Mapping[str, str] = {
     "boot-hang": "the kernel boots but never reaches a login prompt",
-    "panic": "the kernel panics AFTER seconds after power-on",
+    "panic": "the kernel panics AFTER seconds after power-on, or after the console shows "
+             "TEXT (ON_CONSOLE; typed at the board's shell, so a shell must be logged in)",
+    "boot-panic": "the kernel panics during boot, before any login (it finds no root file "
+                  "system)",
     "serial-disconnect": "the serial adapter drops for SECONDS (AFTER seconds after "
-                         "power-on; without AFTER: now)",
+                         "power-on or after the console shows TEXT; without either: now)",
     "pdu-error": "the PDU answers HTTP CODE (default 500) on the board's outlet",
     "pdu-timeout": "the PDU takes requests for the board's outlet but answers only after "
                    "SECONDS (default: an hour)",
@@ -35,6 +41,10 @@ PDU_TIMEOUT_DEFAULT_S = 3600.0
 # area), so a read-back of the written ranges always covers it
 CORRUPT_OFFSET = 256
 CORRUPT_LENGTH = 16
+# the faults that can wait for a text on the console, and how long that text may be
+CONSOLE_TRIGGERED = ("panic", "serial-disconnect")
+ON_CONSOLE_MAX = 200
+PARAMS = ("times", "seconds", "after_s", "code", "on_console")
 
 
 class FaultError(ValueError):
@@ -48,6 +58,7 @@ class Fault:
     seconds: float | None = None
     after_s: float | None = None
     code: int = 500
+    on_console: str | None = None
     fired: int = 0
 
     @kind.validator
@@ -62,8 +73,16 @@ class Fault:
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise FaultError(f"{self.kind}: {name} must be >= 0, got {value}")
-        if self.kind == "panic" and self.after_s is None:
-            raise FaultError("panic needs AFTER: seconds after power-on")
+        if self.on_console is not None:
+            if self.kind not in CONSOLE_TRIGGERED:
+                raise FaultError(f"{self.kind}: ON_CONSOLE applies only to "
+                                 f"{' and '.join(CONSOLE_TRIGGERED)}")
+            if not self.on_console or len(self.on_console) > ON_CONSOLE_MAX \
+                    or not self.on_console.isprintable():
+                raise FaultError(f"{self.kind}: ON_CONSOLE must be 1-{ON_CONSOLE_MAX} "
+                                 f"printable characters, got {self.on_console!r}")
+        if self.kind == "panic" and self.after_s is None and self.on_console is None:
+            raise FaultError("panic needs AFTER (seconds after power-on) or ON_CONSOLE")
         if self.kind in ("serial-disconnect", "slow-boot") and self.seconds is None:
             raise FaultError(f"{self.kind} needs SECONDS")
         if self.kind == "pdu-error" and not 400 <= self.code <= 599:
@@ -76,12 +95,21 @@ class Fault:
     def as_dict(self) -> dict[str, Any]:
         return attr.asdict(self)
 
+    @property
+    def delay_s(self) -> float:
+        """Seconds from the moment it belongs to (power-on, or its console text) until it
+        fires."""
+        return self.after_s or 0.0
+
     @classmethod
     def from_request(cls, kind: str, params: Mapping[str, Any]) -> "Fault":
-        unknown = set(params) - {"times", "seconds", "after_s", "code"}
+        unknown = set(params) - set(PARAMS)
         if unknown:
             raise FaultError(f"unknown fault parameter(s) {', '.join(sorted(unknown))} "
-                             "(valid: times, seconds, after_s, code)")
+                             f"(valid: {', '.join(PARAMS)})")
+        on_console = params.get("on_console")
+        if on_console is not None and not isinstance(on_console, str):
+            raise FaultError(f"{kind}: on_console must be a text, got {on_console!r}")
         try:
             return cls(
                 kind=kind,
@@ -89,6 +117,7 @@ class Fault:
                 seconds=None if params.get("seconds") is None else float(params["seconds"]),
                 after_s=None if params.get("after_s") is None else float(params["after_s"]),
                 code=int(params.get("code", 500)),
+                on_console=on_console,
             )
         except (TypeError, ValueError) as error:
             if isinstance(error, FaultError):
@@ -121,8 +150,40 @@ class FaultPlan:
         fault.fired += 1
         return fault
 
+    def at_power_on(self, kind: str) -> Fault | None:
+        """Like :meth:`take`, for a fault that belongs to power-on, not to a console text."""
+        fault = self.armed.get(kind)
+        if fault is None or fault.on_console is not None:
+            return None
+        return self.take(kind)
+
+    def waiting_for_console(self) -> list[Fault]:
+        """The faults that fire on a console text and may still fire."""
+        return [fault for fault in self.armed.values()
+                if fault.on_console is not None and not fault.exhausted]
+
     def as_list(self) -> list[dict[str, Any]]:
         return [fault.as_dict() for fault in self.armed.values()]
+
+
+@attr.define
+class ConsoleWatch:
+    """Finds texts in a console's output, which arrives in chunks that may split them."""
+
+    tail: bytes = b""
+
+    def seen(self, data: bytes, texts: list[str]) -> list[str]:
+        """Which of ``texts`` this chunk completes (each at most once per chunk)."""
+        found = []
+        for text in texts:
+            needle = text.encode()
+            # shorter than the text, so an occurrence found in an earlier chunk is not
+            # found again
+            keep = self.tail[-(len(needle) - 1):] if len(needle) > 1 else b""
+            if needle in keep + data:
+                found.append(text)
+        self.tail = (self.tail + data)[-ON_CONSOLE_MAX:]
+        return found
 
 
 CORRUPT_PATTERN = b"rtlab:corrupted!"

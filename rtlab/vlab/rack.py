@@ -13,7 +13,7 @@ import attrs
 
 from .boards import board_model
 from .config import VirtualBoard
-from .faults import CloseWriteWatch, Fault, FaultPlan, corrupt
+from .faults import CloseWriteWatch, ConsoleWatch, Fault, FaultPlan, corrupt
 from .qemu import BootConfigError, qemu_command, read_boot_config
 from .serial import SerialLine
 
@@ -27,6 +27,13 @@ REBOOT_DELAY_S = 1.0
 # what the host sees instead of the card while an sd-write-error fault is armed: every
 # write fails with ENOSPC, as on a card or mux that stopped taking data
 FAILING_CARD = Path("/dev/full")
+# boot-panic: an early userspace that does not exist makes the kernel look for a root file
+# system, and without a root= it finds none: "VFS: Unable to mount root fs", as on a
+# board whose initramfs or root device is missing
+BOOT_PANIC_PARAM = "rdinit=/rtlab-boot-panic"
+# a panic on a console text is typed at the board's shell: the kernel's own sysrq crash,
+# which /init's timed panic (rtlab.panic_after) uses too
+SYSRQ_CRASH = b"echo c > /proc/sysrq-trigger\n"
 
 
 def host_view_path(state_dir: Path, place: str) -> Path:
@@ -64,6 +71,10 @@ class BoardSlot:
         self._runner: asyncio.Task[None] | None = None
         self._corrupt_watch: CloseWriteWatch | None = None
         self._fault_tasks: set[asyncio.Task[None]] = set()
+        self._console_watch = ConsoleWatch()
+        # kinds whose console text was seen and that wait for their delay
+        self._console_pending: set[str] = set()
+        self.serial.on_output = self._console_output
         self._set_host_view(False)
 
     # --- SD mux -------------------------------------------------------------------------
@@ -123,17 +134,51 @@ class BoardSlot:
     def arm(self, fault: Fault) -> None:
         self.faults.arm(fault)
         self.logger.warning("fault armed: %s", fault.as_dict())
-        if fault.kind == "serial-disconnect" and fault.after_s is None:
+        if (fault.kind == "serial-disconnect" and fault.after_s is None
+                and fault.on_console is None):
             self.faults.take(fault.kind)
             self.serial.disconnect(fault.seconds or 0.0)
 
-    def _later(self, delay_s: float, call: Callable[[], None]) -> None:
+    def _later(self, delay_s: float, call: Callable[[], None]) -> asyncio.Task[None]:
         async def run() -> None:
             await asyncio.sleep(delay_s)
             call()
         task = asyncio.create_task(run())
         self._fault_tasks.add(task)
         task.add_done_callback(self._fault_tasks.discard)
+        return task
+
+    def _console_output(self, data: bytes) -> None:
+        """Start the delay of each fault whose console text the board just printed; a
+        power-off cancels it, as it does the faults timed from power-on."""
+        waiting = self.faults.waiting_for_console()
+        seen = self._console_watch.seen(
+            data, [fault.on_console for fault in waiting if fault.on_console is not None])
+        for fault in waiting:
+            if fault.on_console not in seen or fault.kind in self._console_pending:
+                continue
+            self.logger.warning("fault: %s in %.0f s, the console showed %r", fault.kind,
+                                fault.delay_s, fault.on_console)
+            self._console_pending.add(fault.kind)
+            task = self._later(fault.delay_s,
+                               lambda kind=fault.kind: self._fire_on_console(kind))
+            task.add_done_callback(
+                lambda _task, kind=fault.kind: self._console_pending.discard(kind))
+
+    def _fire_on_console(self, kind: str) -> None:
+        # counted when it fires: one that a power-off cancelled waits for its text again
+        fault = self.faults.take(kind)
+        if fault is None:
+            return
+        if kind == "serial-disconnect":
+            self.serial.disconnect(fault.seconds or 0.0)
+        elif kind == "panic":
+            # the board has no other way in: its shell is the only thing that can be told
+            # to crash now
+            if self.serial.type_in(SYSRQ_CRASH):
+                self.logger.warning("fault: panic, sysrq crash typed at the board's shell")
+            else:
+                self.logger.warning("fault: panic, but no board is on the console line")
 
     def _cancel_fault_tasks(self) -> None:
         for task in list(self._fault_tasks):
@@ -224,13 +269,16 @@ class BoardSlot:
         if self.faults.take("boot-hang"):
             self.logger.warning("fault: boot-hang")
             params.append("rtlab.hang")
-        panic = self.faults.take("panic")
+        if self.faults.take("boot-panic"):
+            self.logger.warning("fault: boot-panic")
+            params.append(BOOT_PANIC_PARAM)
+        panic = self.faults.at_power_on("panic")
         if panic is not None:
             self.logger.warning("fault: panic %.0f s after power-on", panic.after_s)
             params.append(f"rtlab.panic_after={int(panic.after_s or 0)}")
         disconnect = self.faults.armed.get("serial-disconnect")
         if (disconnect is not None and disconnect.after_s is not None
-                and self.faults.take("serial-disconnect")):
+                and self.faults.at_power_on("serial-disconnect")):
             seconds = disconnect.seconds or 0.0
             self._later(disconnect.after_s, lambda: self.serial.disconnect(seconds))
         return params

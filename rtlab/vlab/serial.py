@@ -9,6 +9,7 @@ client is connected.
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from .config import LOOPBACK
@@ -29,6 +30,9 @@ class SerialLine:
         # while unplugged (a fault), clients are cut off and new ones refused
         self._unplugged_until = 0.0
         self._transcript = transcript.open("ab", buffering=0)
+        # sees everything the board prints, as the transcript does (the rack's faults
+        # that wait for a console text)
+        self.on_output: Callable[[bytes], None] | None = None
 
     async def start(self) -> None:
         self.socket_path.unlink(missing_ok=True)
@@ -65,6 +69,12 @@ class SerialLine:
     def emit(self, data: bytes) -> None:
         """Bytes the board 'prints': to the transcript and to every connected client."""
         self._transcript.write(data)
+        if self.on_output is not None:
+            try:
+                self.on_output(data)
+            except Exception:
+                # a broken watcher must not cut the board's console
+                self.logger.exception("console watcher failed")
         if self.unplugged():
             return
         for writer in list(self._clients):
@@ -72,6 +82,14 @@ class SerialLine:
                 self._clients.discard(writer)
                 continue
             writer.write(data)
+
+    def type_in(self, data: bytes) -> bool:
+        """Send ``data`` to the board as if typed on the line; False if no board is
+        connected."""
+        if self._board is None or self._board.is_closing():
+            return False
+        self._board.write(data)
+        return True
 
     async def _board_connected(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from rtlab.lab.health import (
+    ERRORS_TAG_KEY,
     KEEP_EVENTS,
     RECENT_EVENTS,
     SCHEMA,
@@ -18,7 +19,9 @@ from rtlab.lab.health import (
     HealthBook,
     HealthEvent,
     PlaceHealth,
+    PlaceInfo,
     PlaceUnhealthy,
+    SharedHealth,
     ensure_schedulable,
     format_health,
     health_comment,
@@ -26,7 +29,9 @@ from rtlab.lab.health import (
     parse_place_show,
     place_health_tag,
     place_info,
+    record_on_place,
     run_event,
+    shared_health,
 )
 from rtlab.paths import health_dir
 
@@ -128,6 +133,44 @@ def test_places_are_kept_apart(book):
     book.record(event("infrastructure-error", place="rpi3-01"))
     assert book.state(PLACE).recent == ()
     assert book.places() == ["rpi3-01"]
+
+
+def test_the_count_goes_on_from_the_place_s_shared_state(book):
+    # another runner counted two errors: this runner's third makes the place unhealthy
+    book.record(event("ok", minute=1))
+    health = book.record(event("infrastructure-error", minute=2),
+                         SharedHealth(True, 2, None))
+    assert not health.healthy and health.consecutive_errors == 3
+    assert health.marked_unhealthy_at == "2026-11-23T10:02:00+00:00"
+    # another runner's check made it healthy again: this runner's error counts from zero
+    health = book.record(event("infrastructure-error", minute=3), SharedHealth(True, 0, None))
+    assert health.healthy and health.consecutive_errors == 1
+    # marked unhealthy elsewhere: unhealthy here too, since the place's time
+    health = book.record(event("ok", minute=4),
+                         SharedHealth(False, 4, "2026-11-23T09:00:00+00:00"))
+    assert not health.healthy and health.consecutive_errors == 0
+    assert health.marked_unhealthy_at == "2026-11-23T09:00:00+00:00"
+    # a place without the tags (never marked): this runner's own count stands
+    health = book.record(event("infrastructure-error", minute=5), SharedHealth())
+    assert not health.healthy and health.consecutive_errors == 1
+    assert [e.outcome for e in book.state(PLACE).recent] == [
+        "ok", "infrastructure-error", "infrastructure-error", "ok", "infrastructure-error"]
+
+
+def test_shared_health_from_the_place():
+    sick = PlaceHealth(PLACE, False, 3, "2026-11-23T10:03:00+00:00",
+                       (event("infrastructure-error", cause="no login"),))
+    info = PlaceInfo({TAG_KEY: "unhealthy", ERRORS_TAG_KEY: "3", "board": "imx6q"},
+                     health_comment(sick, "virtual imx6q (QEMU)"))
+    assert shared_health(info) == SharedHealth(False, 3, "2026-11-23T10:03:00+00:00")
+    assert shared_health(PlaceInfo({TAG_KEY: "healthy", ERRORS_TAG_KEY: "1"})) == \
+        SharedHealth(True, 1, None)
+    assert shared_health(PlaceInfo()) == SharedHealth(None, None, None)
+    # hand-made values that are no state or no count count as absent
+    assert shared_health(PlaceInfo({TAG_KEY: "sick", ERRORS_TAG_KEY: "many"},
+                                   "UNHEALTHY since yesterday: oops")) == SharedHealth()
+    assert shared_health(PlaceInfo({TAG_KEY: "unhealthy"}, "broken by hand")) == \
+        SharedHealth(False, None, None)
 
 
 # --- events ----------------------------------------------------------------------------
@@ -358,7 +401,7 @@ def test_mark_place_keeps_the_other_tags_and_the_comment(coordinator, book):
     mark_place(coordinator, PLACE, sick)
     assert place_health_tag(coordinator, PLACE) == "unhealthy"
     info = place_info(coordinator, PLACE)
-    assert info.tags == {**others, TAG_KEY: "unhealthy"}
+    assert info.tags == {**others, TAG_KEY: "unhealthy", ERRORS_TAG_KEY: "3"}
     assert info.comment == f"{sick.reason()} || virtual imx6q (QEMU)"
     assert info.comment.startswith("UNHEALTHY since 2026-11-23T10:03:00+00:00: 3 ")
     with pytest.raises(PlaceUnhealthy, match="login timeout"):
@@ -367,7 +410,7 @@ def test_mark_place_keeps_the_other_tags_and_the_comment(coordinator, book):
     well = book.record(event("ok", "check", minute=4))
     mark_place(coordinator, PLACE, well)
     info = place_info(coordinator, PLACE)
-    assert info.tags == {**others, TAG_KEY: "healthy"}
+    assert info.tags == {**others, TAG_KEY: "healthy", ERRORS_TAG_KEY: "0"}
     assert info.comment == "virtual imx6q (QEMU)"
     ensure_schedulable(coordinator, PLACE)
 
@@ -375,3 +418,60 @@ def test_mark_place_keeps_the_other_tags_and_the_comment(coordinator, book):
 def test_place_health_tag_of_a_missing_place_fails(coordinator):
     with pytest.raises(RuntimeError, match="labgrid-client show on nowhere failed"):
         place_health_tag(coordinator, "nowhere")
+
+
+def test_two_runners_count_one_streak_on_the_place(coordinator, tmp_path):
+    """Two CI runners, each with its own health folder, share the place: errors split 2+1
+    between them make it unhealthy on the third, and a check on either heals it for both."""
+    client(coordinator, PLACE, "create")
+    client(coordinator, PLACE, "set-tags", "board=imx6q", "rack=virtual")
+    client(coordinator, PLACE, "set-comment", "virtual imx6q (QEMU)")
+    first = HealthBook(tmp_path / "runner-1", unhealthy_after=3)
+    second = HealthBook(tmp_path / "runner-2", unhealthy_after=3)
+
+    for minute in (1, 2):
+        health = record_on_place(first, coordinator, event("infrastructure-error",
+                                                           minute=minute, cause="no login"))
+        assert health.healthy and health.consecutive_errors == minute
+    assert place_info(coordinator, PLACE).tags[ERRORS_TAG_KEY] == "2"
+    # runner 2 has seen nothing of this place, yet its first error is the third in a row
+    assert second.state(PLACE).consecutive_errors == 0
+    health = record_on_place(second, coordinator, event("infrastructure-error", minute=3,
+                                                        cause="PDU: HTTP 500"))
+    assert not health.healthy and health.consecutive_errors == 3
+    info = place_info(coordinator, PLACE)
+    assert info.tags == {"board": "imx6q", "rack": "virtual", TAG_KEY: "unhealthy",
+                         ERRORS_TAG_KEY: "3"}
+    assert info.comment.startswith("UNHEALTHY since 2026-11-23T10:03:00+00:00: 3 infra")
+    assert info.comment.endswith(" || virtual imx6q (QEMU)")
+    with pytest.raises(PlaceUnhealthy, match="PDU: HTTP 500"):
+        ensure_schedulable(coordinator, PLACE)
+    # runner 1's own book still says healthy: the place is what counts, and its next
+    # event takes the place's state
+    assert first.state(PLACE).healthy
+
+    # a passing check on runner 1 heals the place for runner 2 too
+    health = record_on_place(first, coordinator, event("ok", "check", minute=4))
+    assert health.healthy and health.consecutive_errors == 0
+    info = place_info(coordinator, PLACE)
+    assert (info.tags[TAG_KEY], info.tags[ERRORS_TAG_KEY]) == ("healthy", "0")
+    assert info.comment == "virtual imx6q (QEMU)"
+    ensure_schedulable(coordinator, PLACE)
+    health = record_on_place(second, coordinator, event("infrastructure-error", minute=5))
+    assert health.healthy and health.consecutive_errors == 1
+    # a working run on runner 2 resets the shared count
+    health = record_on_place(second, coordinator, event("latency-fail", minute=6))
+    assert health.consecutive_errors == 0
+    assert place_info(coordinator, PLACE).tags[ERRORS_TAG_KEY] == "0"
+    assert [e.outcome for e in first.state(PLACE).recent] == [
+        "infrastructure-error", "infrastructure-error", "ok"]
+
+
+def test_a_coordinator_that_does_not_answer_leaves_the_local_count(tmp_path, caplog):
+    book = HealthBook(tmp_path / "health", unhealthy_after=3)
+    nowhere = f"127.0.0.1:{free_port()}"
+    health = record_on_place(book, nowhere, event("infrastructure-error"))
+    assert health.consecutive_errors == 1
+    assert book.state(PLACE).consecutive_errors == 1
+    assert "counting on this runner's record alone" in caplog.text
+    assert f"could not mark place {PLACE} healthy (1 errors in a row)" in caplog.text

@@ -13,6 +13,7 @@ import attr
 import pytest
 from ruamel.yaml import YAML
 
+from rtlab.lab.health import ERRORS_TAG_KEY, TAG_KEY
 from rtlab.paths import REPO_ROOT
 from rtlab.vlab import control
 from rtlab.vlab.config import VlabConfig
@@ -62,10 +63,11 @@ def fault_env(tmp_path: Path, login_timeout: int, boot_attempts: int,
 def run_with_faults(vlab: VlabConfig, image, tmp_path, monkeypatch):
     """``run_with_faults(faults, scenarios=..., duration=...)`` arms each (kind, params)
     on imx6q-01, runs one place's suite and returns a FaultRun. Each test has its own
-    health folder, so the faults of one test never make the place unhealthy for the
-    next; the faults are cleared and the board switched off afterwards whatever
-    happened."""
+    health folder and starts and ends with the place's shared health tags cleared, so
+    the faults of one test never make the place unhealthy for the next; the faults are
+    cleared and the board switched off afterwards whatever happened."""
     monkeypatch.setenv("RTLAB_HEALTH_DIR", str(tmp_path / "health"))
+    forget_health(vlab)
     runs = []
 
     def run(faults: list[tuple[str, dict]], *, scenarios: str = "idle", duration: int = 2,
@@ -94,6 +96,14 @@ def run_with_faults(vlab: VlabConfig, image, tmp_path, monkeypatch):
     control.clear_faults(vlab, PLACE)
     subprocess.run([CLIENT, "-x", vlab.coordinator_address, "-p", PLACE, "release"],
                    capture_output=True, check=False)
+    forget_health(vlab)
+
+
+def forget_health(vlab: VlabConfig) -> None:
+    """The place's error count is shared through its tags (rtlab.lab.health): clear it,
+    so that it holds only the errors of one test."""
+    subprocess.run([CLIENT, "-x", vlab.coordinator_address, "-p", PLACE, "set-tags",
+                    f"{TAG_KEY}=", f"{ERRORS_TAG_KEY}="], capture_output=True, check=True)
 
 
 def assert_error(run: FaultRun, case_name: str, cause: str) -> dict:

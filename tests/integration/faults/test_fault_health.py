@@ -1,5 +1,6 @@
 """Board health: infrastructure errors in a row make a place unhealthy on the
-coordinator; CI stops running on it until a health check passes."""
+coordinator, whichever runners they happened on; CI stops running on it until a health
+check passes."""
 
 import subprocess
 import sys
@@ -7,7 +8,7 @@ import sys
 import pytest
 
 from conftest import CLIENT, PLACE
-from rtlab.lab.health import TAG_KEY, place_info
+from rtlab.lab.health import ERRORS_TAG_KEY, TAG_KEY, place_info
 from rtlab.paths import REPO_ROOT
 from rtlab.vlab import control
 
@@ -22,19 +23,23 @@ def place_restored(vlab):
     yield
     # whatever the test left, the place is healthy for the tests after it
     subprocess.run([CLIENT, "-x", vlab.coordinator_address, "-p", PLACE, "set-tags",
-                    f"{TAG_KEY}="], check=True, capture_output=True)
+                    f"{TAG_KEY}=", f"{ERRORS_TAG_KEY}="], check=True, capture_output=True)
     subprocess.run([CLIENT, "-x", vlab.coordinator_address, "-p", PLACE, "set-comment",
                     "virtual imx6q (QEMU)"], check=True, capture_output=True)
 
 
 def test_three_errors_in_a_row_make_the_place_unhealthy_until_a_check_passes(
-        vlab, image, run_with_faults, place_restored, tmp_path):
-    for number in range(1, 4):
+        vlab, image, run_with_faults, place_restored, tmp_path, monkeypatch):
+    # two CI runners, each with its own health folder: the first two errors on one, the
+    # third on the other
+    for number, runner in ((1, "runner-1"), (2, "runner-1"), (3, "runner-2")):
+        monkeypatch.setenv("RTLAB_HEALTH_DIR", str(tmp_path / runner))
         run = run_with_faults([("pdu-error", {"times": 0})])
         assert run.record("idle/1000us")["verdict"] == "error"
         control.clear_faults(vlab, PLACE)
-        tag = place_info(vlab.coordinator_address, PLACE).tags.get(TAG_KEY)
-        assert tag == ("unhealthy" if number == 3 else "healthy"), number
+        tags = place_info(vlab.coordinator_address, PLACE).tags
+        assert tags.get(TAG_KEY) == ("unhealthy" if number == 3 else "healthy"), number
+        assert tags.get(ERRORS_TAG_KEY) == str(number)
 
     info = place_info(vlab.coordinator_address, PLACE)
     assert "3 infrastructure errors in a row" in info.comment
@@ -55,9 +60,13 @@ def test_three_errors_in_a_row_make_the_place_unhealthy_until_a_check_passes(
     assert health.returncode == 0, health.stderr
     assert "unhealthy" in health.stdout and "PDU: HTTP 500" in health.stdout
 
-    # the health check (flash + boot + a short measurement) passes: healthy again
+    # the health check (flash + boot + a short measurement) passes on the first runner,
+    # whose own record never saw the place unhealthy: healthy again for every runner
+    monkeypatch.setenv("RTLAB_HEALTH_DIR", str(tmp_path / "runner-1"))
     check = rtlab("lab", "check", "--place", PLACE, "--image", sd_image,
                   "--out", str(tmp_path / "check"))
     assert check.returncode == 0, check.stdout[-3000:] + check.stderr[-2000:]
-    assert place_info(vlab.coordinator_address, PLACE).tags[TAG_KEY] == "healthy"
-    assert place_info(vlab.coordinator_address, PLACE).comment == "virtual imx6q (QEMU)"
+    info = place_info(vlab.coordinator_address, PLACE)
+    assert (info.tags[TAG_KEY], info.tags[ERRORS_TAG_KEY]) == ("healthy", "0")
+    assert info.comment == "virtual imx6q (QEMU)"
+    assert info.tags["board"] == "qemu-imx6q"
