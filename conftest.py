@@ -75,17 +75,21 @@ def pytest_runtest_makereport(item, call):
     if report.failed:
         _attach_console_log(item, report)
     if report.when == "teardown":
-        _write(item, record)
+        _write(item, record, report)
     return report
 
 
-def _write(item, record: CaseRecord) -> None:
+def _write(item, record: CaseRecord, report=None) -> None:
     if not item.config.option.rt_results or item.stash.get(WRITTEN_KEY, False):
         return
     item.stash[WRITTEN_KEY] = True
     record.finished = datetime.datetime.now(datetime.UTC).isoformat()
     path = write_record(Path(item.config.option.rt_results), record.as_dict())
     item.user_properties.append(("result_record", str(path)))
+    # the teardown report copied the item's properties before the record was written;
+    # junitxml writes the properties from that copy
+    if report is not None and report.user_properties is not item.user_properties:
+        report.user_properties = [*report.user_properties, ("result_record", str(path))]
 
 
 @pytest.hookimpl(wrapper=True)

@@ -12,6 +12,9 @@ from .jsonfile import JsonFileError, json_line_of, load_json, require
 SCHEMA = "rtlab.result/2"
 VERDICTS = ("pass", "fail", "error", "skipped")
 WHAT = "result record"
+# set by `rtlab run` for its pytest: every record of one run carries the same id, which is
+# how the results store groups them into that run
+RUN_ID_VARIABLE = "RTLAB_RUN_ID"
 CI_VARIABLES = ("CI_PIPELINE_ID", "CI_JOB_ID", "CI_COMMIT_SHA", "CI_COMMIT_REF_NAME",
                 "CI_MERGE_REQUEST_IID")
 
@@ -50,6 +53,8 @@ def write_record(folder: Path, record: dict[str, Any]) -> Path:
     if record.get("verdict") not in VERDICTS:
         raise ValueError(f"result record verdict must be one of {VERDICTS}")
     record = {"schema": SCHEMA, **record, "ci": ci_context()}
+    if os.environ.get(RUN_ID_VARIABLE) and "run_id" not in record:
+        record["run_id"] = os.environ[RUN_ID_VARIABLE]
     path = folder / record_file_name(record)
     if path.exists():
         raise FileExistsError(f"{path}: a result record of this case and start time exists")

@@ -7,7 +7,7 @@ set -eu
 cd "$(dirname "$0")/.."
 
 HOST_PACKAGES="qemu-system-arm bmap-tools socat cpio device-tree-compiler mtools dosfstools
-fdisk e2fsprogs xz-utils zstd binutils microcom telnet python3-venv iproute2 procps"
+fdisk e2fsprogs xz-utils zstd binutils microcom telnet python3-venv iproute2 procps postgresql"
 GUEST_ARCHES="armhf arm64"
 
 say() { printf '[bootstrap] %s\n' "$*"; }

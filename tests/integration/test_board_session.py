@@ -15,6 +15,8 @@ from ruamel.yaml import YAML
 from sdcard import copy_image, replace_boot_file
 
 from rtlab.paths import REPO_ROOT
+from rtlab.store import open_store
+from rtlab.store.query import history
 
 RTLAB = [sys.executable, "-m", "rtlab.cli"]
 CLIENT = str(Path(sys.executable).parent / "labgrid-client")
@@ -64,6 +66,24 @@ def test_latency_suite_passes_on_the_virtual_rt_imx6q(vlab, image, tmp_path):
     assert record["system"]["kernel_release"] == manifest["kernel"]["release"]
     assert [c["cpu"] for c in record["cpus"]] == [0, 1, 2, 3]
     assert all(c["samples"] > 0 for c in record["cpus"])
+    # the JUnit case names its record, and the run's records carry one run id
+    assert Path(props["result_record"]) == record_file
+    assert record["run_id"].startswith("run:imx6q-01:")
+
+    # into the results store (records and JUnit of the run folder): one case, and
+    # ingesting the same folder again adds nothing
+    db = f"sqlite:///{tmp_path / 'results.db'}"
+    first = run_rtlab("results", "ingest", str(tmp_path), "--db", db)
+    again = run_rtlab("results", "ingest", str(tmp_path), "--db", db)
+    assert first.returncode == 0 and again.returncode == 0, first.stderr + again.stderr
+    store = open_store(db)
+    try:
+        with store.session() as session:
+            [stored] = history(session, board="qemu-imx6q")
+    finally:
+        store.close()
+    assert stored.run_key == record["run_id"] and stored.verdict == "pass"
+    assert stored.worst("max_us") == max(c["max_us"] for c in record["cpus"])
 
 
 def broken_copy(sd_image: Path, dest: Path) -> Path:

@@ -96,3 +96,25 @@ def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path):
         write_atomic(path, 42)  # type: ignore[arg-type]
     assert json.loads(path.read_text()) == {"old": True}
     assert os.listdir(tmp_path) == ["r.json"]
+
+
+def test_records_of_one_run_carry_its_run_id(tmp_path, monkeypatch):
+    # rtlab run sets the id for its pytest; the results store groups a run's cases by it
+    monkeypatch.setenv("RTLAB_RUN_ID", "run:imx6q-01:abc")
+    first = write_record(tmp_path, {"case": "a", "verdict": "pass", "message": "",
+                                    "started": "2026-11-22T08:56:51+00:00"})
+    second = write_record(tmp_path, {"case": "b", "verdict": "error", "message": "x",
+                                     "started": "2026-11-22T08:57:51+00:00"})
+    assert {read_record(p)["run_id"] for p in (first, second)} == {"run:imx6q-01:abc"}
+
+
+def test_run_id_is_the_ci_job_in_a_pipeline_and_unique_elsewhere(monkeypatch):
+    from rtlab.runner import run_id
+
+    monkeypatch.delenv("RTLAB_RUN_ID", raising=False)
+    monkeypatch.delenv("CI_JOB_ID", raising=False)
+    local = {run_id("imx6q-01") for _ in range(3)}
+    assert len(local) == 3 and all(key.startswith("run:imx6q-01:") for key in local)
+    monkeypatch.setenv("CI_PIPELINE_ID", "77")
+    monkeypatch.setenv("CI_JOB_ID", "901")
+    assert run_id("imx6q-01") == "gitlab:77:901:imx6q-01"

@@ -1,0 +1,98 @@
+"""``rtlab results …``: fill the results store and look into it."""
+
+import argparse
+import os
+from pathlib import Path
+
+from . import DEFAULT_URL, URL_VARIABLE, ingest_paths, open_store
+from .gitlab import (
+    DEFAULT_JOB_PATTERN,
+    DEFAULT_STAGE,
+    JOB_TOKEN_VARIABLE,
+    TOKEN_VARIABLE,
+    Credentials,
+    default_out,
+    pull,
+)
+
+
+def _ingest(args: argparse.Namespace) -> int:
+    paths = [Path(path) for path in args.paths]
+    store = open_store(args.db)
+    try:
+        print(f"{', '.join(args.paths)}: {ingest_paths(store, paths)}")
+    finally:
+        store.close()
+    return 0
+
+
+def _pull(args: argparse.Namespace) -> int:
+    url = args.url or os.environ.get("CI_SERVER_URL")
+    project = args.project or os.environ.get("CI_PROJECT_ID")
+    if not url or not project:
+        raise ValueError("which GitLab project? --url and --project, or $CI_SERVER_URL "
+                         "and $CI_PROJECT_ID (set in every CI job)")
+    report = pull(url=url, project=project, credentials=Credentials.from_environment(),
+                  out=Path(args.out) if args.out else default_out(),
+                  ref=args.ref or os.environ.get("CI_DEFAULT_BRANCH"),
+                  pipelines=args.pipelines, stage=args.stage,
+                  job_pattern=args.job_name_pattern)
+    print(report)
+    if not args.ingest:
+        return 0
+    store = open_store(args.db)
+    try:
+        # one transaction per job: a garbled artifact refuses its job, and names it
+        for job in report.jobs:
+            if job.files:
+                print(f"{job.folder}: {ingest_paths(store, [job.folder])}")
+    finally:
+        store.close()
+    return 0
+
+
+def add_db_option(parser: argparse.ArgumentParser) -> None:
+    # the variable's name, never its value: a lab database's URL holds its password
+    parser.add_argument("--db", default=None,
+                        help=f"results database URL (default: ${URL_VARIABLE}, else "
+                             f"{DEFAULT_URL})")
+
+
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    results = sub.add_parser("results", help="the results store: ingest records, pull "
+                                             "earlier pipelines' artifacts")
+    actions = results.add_subparsers(dest="action", required=True)
+    ingest = actions.add_parser(
+        "ingest", help="add result records and JUnit files to the store, in one "
+                       "transaction; cases already stored are recognised and left alone, "
+                       "and a JUnit test case adds a case only when no record tells of it")
+    ingest.add_argument("paths", nargs="+", metavar="PATH",
+                        help="folders (searched recursively for *.json records and *.xml "
+                             "JUnit files), or record and JUnit files")
+    add_db_option(ingest)
+    ingest.set_defaults(func=_ingest)
+
+    pulling = actions.add_parser(
+        "pull", help="download the result records and JUnit files of earlier pipelines' "
+                     f"test jobs from GitLab (token: ${TOKEN_VARIABLE}, else "
+                     f"${JOB_TOKEN_VARIABLE}); jobs already pulled are not downloaded again")
+    pulling.add_argument("--url", help="GitLab URL (default: $CI_SERVER_URL)")
+    pulling.add_argument("--project", help="project id or path (default: $CI_PROJECT_ID)")
+    pulling.add_argument("--ref", help="branch or tag whose pipelines to pull (default: "
+                                       "$CI_DEFAULT_BRANCH, else the project's default "
+                                       "branch)")
+    pulling.add_argument("-n", "--pipelines", type=int, default=20,
+                         help="how many of the newest finished (successful or failed) "
+                              "pipelines (default: 20)")
+    pulling.add_argument("--stage", default=DEFAULT_STAGE,
+                         help=f"the test jobs' stage (default: {DEFAULT_STAGE})")
+    pulling.add_argument("--job-name-pattern", default=DEFAULT_JOB_PATTERN,
+                         help="or a regular expression the test jobs' names match "
+                              f"(default: {DEFAULT_JOB_PATTERN!r})")
+    pulling.add_argument("--out", default=None,
+                         help="where the jobs' files go, as <pipeline>/<job>/… (default: "
+                              ".cache/pulled; $RTLAB_CACHE moves .cache)")
+    pulling.add_argument("--ingest", action="store_true",
+                         help="then ingest every pulled job into the store")
+    add_db_option(pulling)
+    pulling.set_defaults(func=_pull)

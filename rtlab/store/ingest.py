@@ -1,0 +1,389 @@
+"""Result records (and JUnit files) into the store: idempotent (a case already stored is
+recognised by its run, name and start time and left alone) and transactional (an ingest
+goes in whole or not at all, so a bad record never leaves half a run behind).
+
+A JUnit test case adds a case only when no record tells of it (see
+:mod:`rtlab.store.junit`): its record, named by the case's ``result_record`` property or
+found by name within the suite's time, in the same ingest or stored before."""
+
+import datetime
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attr
+from sqlalchemy import select
+from sqlalchemy.orm import Session, selectinload
+
+from ..results import SCHEMA, read_record, record_file_name
+from .junit import SOURCE as JUNIT_SOURCE
+from .junit import (
+    JUnitCase,
+    JUnitSuite,
+    case_record,
+    is_junit,
+    node_address,
+    read_junit,
+    record_file_of,
+)
+from .models import Case, CaseThreshold, CpuResult, Run, pack_counts
+
+UNKNOWN = "unknown"
+PERCENTILE_COLUMNS = {"p50": "p50_us", "p99": "p99_us", "p99_9": "p99_9_us",
+                      "p99_99": "p99_99_us"}
+
+
+@attr.frozen
+class IngestReport:
+    added: int
+    already_stored: int
+    runs: tuple[str, ...]
+    # of ``added``: cases taken from JUnit alone (no record told of them)
+    from_junit: int = 0
+    # JUnit test cases whose record is in the store (this ingest's or an earlier one)
+    junit_with_record: int = 0
+    # cases stored from JUnit alone before, replaced now that their record came
+    replaced: int = 0
+
+    def __str__(self) -> str:
+        junit = f" ({self.from_junit} from JUnit alone)" if self.from_junit else ""
+        records = (f", {self.junit_with_record} JUnit case(s) told by their record"
+                   if self.junit_with_record else "")
+        replaced = (f", {self.replaced} case(s) from JUnit replaced by their record"
+                    if self.replaced else "")
+        return (f"{self.added} case(s) added{junit}, {self.already_stored} already stored"
+                f"{records}{replaced}, {len(self.runs)} run(s)")
+
+
+@attr.frozen
+class Inputs:
+    """What one ingest reads: result records and JUnit suites, each checked."""
+
+    records: list[dict[str, Any]]
+    junit: list[JUnitSuite]
+
+
+def run_key(record: Mapping[str, Any]) -> str:
+    """Which run a record belongs to. ``rtlab run`` stamps every record with its run id;
+    older records fall back to their CI job, and failing that to one run per place,
+    image and day (the closest a record without either can be placed)."""
+    if record.get("run_id"):
+        return str(record["run_id"])
+    ci = record.get("ci") or {}
+    if ci.get("CI_JOB_ID"):
+        return f"gitlab:{ci.get('CI_PIPELINE_ID', '')}:{ci['CI_JOB_ID']}"
+    image = (record.get("image") or {}).get("image_id") or UNKNOWN
+    return (f"local:{record.get('place') or UNKNOWN}:{image}:"
+            f"{str(record['started'])[:10]}")
+
+
+def _visible(path: Path, folder: Path) -> bool:
+    # dot files and folders are writers' temporary ones (rtlab.results.write_atomic, a
+    # pull's download in progress)
+    return not any(part.startswith(".") for part in path.relative_to(folder).parts)
+
+
+def _other_document(path: Path) -> bool:
+    """A JSON file that says it is something else (``rtlab run``'s reservation.json lies
+    beside the results in a job's output)."""
+    try:
+        document = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        # read_record says what is wrong, and where
+        return False
+    schema = document.get("schema") if isinstance(document, dict) else None
+    return isinstance(schema, str) and schema.split("/")[0] != SCHEMA.split("/")[0]
+
+
+def read_folder(folder: Path) -> list[dict[str, Any]]:
+    """Every record under ``folder`` (recursively: pipeline artifacts nest them), each
+    checked; a garbled one refuses the whole folder with its file:line. JSON files of
+    another schema are passed over."""
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder}: no such folder of result records")
+    return [read_record(path) for path in sorted(folder.rglob("*.json"))
+            if _visible(path, folder) and not _other_document(path)]
+
+
+def read_inputs(paths: Sequence[Path]) -> Inputs:
+    """Records (``*.json``) and JUnit files (``*.xml``) from folders (recursively; XML
+    files that are not JUnit are passed over) and files given by name. Anything garbled
+    refuses the whole ingest, with its file:line."""
+    records: list[dict[str, Any]] = []
+    junit: list[JUnitSuite] = []
+    for path in paths:
+        if path.is_dir():
+            records += read_folder(path)
+            junit += [suite for xml in sorted(path.rglob("*.xml"))
+                      if _visible(xml, path) and is_junit(xml) for suite in read_junit(xml)]
+        elif not path.exists():
+            raise FileNotFoundError(f"{path}: no such file or folder of results")
+        elif path.suffix == ".json":
+            records.append(read_record(path))
+        elif path.suffix == ".xml":
+            junit += read_junit(path)
+        else:
+            raise ValueError(f"{path}: neither a result record (.json) nor a JUnit file "
+                             "(.xml)")
+    return Inputs(records, junit)
+
+
+def ingest(session: Session, records: Iterable[Mapping[str, Any]],
+           junit: Iterable[JUnitSuite] = ()) -> IngestReport:
+    """Add the records' cases that the store does not hold yet, then the JUnit test cases
+    that no record (of this ingest or stored) tells of. The caller commits (or rolls
+    back): :func:`rtlab.store.ingest_paths` does both."""
+    now = datetime.datetime.now(datetime.UTC)
+    records = list(records)
+    added, already, runs = _add(session, records, now)
+    from_junit: list[dict[str, Any]] = []
+    told = 0
+    for suite in junit:
+        claimed: set[int] = set()
+        for case in suite.cases:
+            found = _stored_case(session, suite, case, claimed)
+            if found is None:
+                from_junit.append(case_record(suite, case))
+            elif found.record.get("source") == JUNIT_SOURCE:
+                # stored from JUnit before
+                already += 1
+            else:
+                told += 1
+    junit_added, junit_already, junit_runs = _add(session, from_junit, now)
+    # last: SQLite gives a new row the id of a row deleted before it in the transaction,
+    # which the session still holds as deleted
+    replaced = _drop_stand_ins(session, records)
+    return IngestReport(added + junit_added, already + junit_already,
+                        tuple(dict.fromkeys(runs + junit_runs)), junit_added, told, replaced)
+
+
+def _add(session: Session, records: Iterable[Mapping[str, Any]],
+         now: datetime.datetime) -> tuple[int, int, tuple[str, ...]]:
+    by_run: dict[str, list[Mapping[str, Any]]] = {}
+    for record in records:
+        by_run.setdefault(run_key(record), []).append(record)
+    added = already = 0
+    for key, run_records in by_run.items():
+        run = session.scalars(select(Run).where(Run.run_key == key)).one_or_none()
+        if run is None:
+            run = _new_run(key, run_records, now)
+            session.add(run)
+            stored: set[tuple[str, datetime.datetime]] = set()
+        else:
+            stored = {(name, _utc(started)) for name, started in session.execute(
+                select(Case.name, Case.started).where(Case.run_id == run.id))}
+        for record in run_records:
+            identity = (_name(record), _time(record["started"]))
+            if identity in stored:
+                already += 1
+                continue
+            stored.add(identity)
+            run.cases.append(_case(record, run))
+            added += 1
+        starts = [_time(r["started"]) for r in run_records]
+        ends = [_time(r["finished"]) for r in run_records if r.get("finished")]
+        run.started = min([_utc(run.started), *starts]) if run.started else min(starts)
+        if ends:
+            run.finished = max([_utc(run.finished), *ends]) if run.finished else max(ends)
+    session.flush()
+    return added, already, tuple(by_run)
+
+
+_SECOND = datetime.timedelta(seconds=1)
+
+
+def _stored_case(session: Session, suite: JUnitSuite, case: JUnitCase, claimed: set[int]
+                 ) -> Case | None:
+    """The stored case (this ingest's records are flushed) that a JUnit test case tells
+    of: its record's, or one stored from JUnit before. ``claimed``: the cases found for
+    the suite's earlier test cases."""
+    if case.record_file is not None:
+        # the record's file name is its case's name and start time, to the microsecond
+        stamp = "".join(c for c in case.record_file.rpartition("--")[2] if c.isdigit())
+        try:
+            second = datetime.datetime.strptime(stamp[:14], "%Y%m%d%H%M%S").replace(
+                tzinfo=datetime.UTC)
+        except ValueError:
+            return None
+        candidates = session.scalars(select(Case).where(Case.started >= second,
+                                                        Case.started < second + _SECOND))
+        # a record file's name leaves out nothing that is in the stored record
+        return next((c for c in candidates
+                     if record_file_name(dict(c.record)) == case.record_file), None)
+    if suite.timestamp is None or suite.end is None:
+        return None
+    # no path to the record (JUnit of a runner that writes none, or an rtlab run before
+    # the property): the case of the same name that started while the suite ran, on the
+    # same place when both say which
+    candidates = session.scalars(
+        select(Case).options(selectinload(Case.run))
+        .where(Case.started >= suite.timestamp - _SECOND,
+               Case.started <= suite.end + _SECOND,
+               # a case stopped before it was named is stored under its node id
+               (Case.name == case.name) | Case.node_id.endswith(case.name, autoescape=True))
+        .order_by(Case.id))
+    # a record before a case stored from JUnit alone, which the record replaces
+    for candidate in sorted(candidates,
+                            key=lambda c: (c.record.get("source") == JUNIT_SOURCE,
+                                           _utc(c.started))):
+        if candidate.id in claimed:
+            continue
+        if candidate.name != case.name and node_address(candidate.node_id) != (
+                case.classname, case.name):
+            continue
+        if suite.place and candidate.run.place and suite.place != candidate.run.place:
+            continue
+        claimed.add(candidate.id)
+        return candidate
+    return None
+
+
+# how far a JUnit case's start (its suite's start plus the cases before it) may lie from
+# its record's: the cases' times include their set-up, so the two stay close
+_STAND_IN_WINDOW = datetime.timedelta(hours=1)
+
+
+def _drop_stand_ins(session: Session, records: Sequence[Mapping[str, Any]]) -> int:
+    """Delete the cases stored from JUnit alone whose records have come after all (the
+    JUnit file was ingested first): the record replaces its stand-in, so that the order
+    of ingests does not matter."""
+    dropped = 0
+    for record in records:
+        # JUnit names every case it stands in for by board and flavour
+        if (record.get("source") == JUNIT_SOURCE or not record.get("board")
+                or not record.get("flavour")):
+            continue
+        started = _time(record["started"])
+        candidates = session.scalars(
+            select(Case).options(selectinload(Case.run))
+            # board and flavour first: the columns ix_cases_series starts with
+            .where(Case.board == record["board"], Case.flavour == record["flavour"],
+                   Case.name == _name(record),
+                   Case.started.between(started - _STAND_IN_WINDOW,
+                                        started + _STAND_IN_WINDOW)))
+        for case in candidates:
+            if not _stands_in_for(case.record, record, started):
+                continue
+            run = case.run
+            run.cases.remove(case)
+            dropped += 1
+            if not run.cases:
+                session.delete(run)
+            session.flush()
+    return dropped
+
+
+def _stands_in_for(stand_in: Mapping[str, Any], record: Mapping[str, Any],
+                   started: datetime.datetime) -> bool:
+    # the rules of _stored_case, from the stored side
+    junit = stand_in.get("junit")
+    if stand_in.get("source") != JUNIT_SOURCE or not isinstance(junit, Mapping):
+        return False
+    named = record_file_of(junit.get("properties") or {})
+    if named is not None:
+        return named == record_file_name(dict(record))
+    if not junit.get("suite_started") or not junit.get("suite_finished"):
+        return False
+    if not (_time(junit["suite_started"]) - _SECOND <= started
+            <= _time(junit["suite_finished"]) + _SECOND):
+        return False
+    place, record_place = stand_in.get("place"), record.get("place")
+    return not (place and record_place and place != record_place)
+
+
+def _new_run(key: str, records: list[Mapping[str, Any]], now: datetime.datetime) -> Run:
+    # the facts of the run from whichever record got far enough to know them
+    def first(*path: str) -> Any:  # noqa: ANN401 - JSON
+        for record in records:
+            value: Any = record
+            for step in path:
+                value = value.get(step) if isinstance(value, Mapping) else None
+            if value not in (None, ""):
+                return value
+        return None
+
+    realtime = first("system", "realtime")
+    return Run(
+        run_key=key, place=first("place"), board=first("board") or UNKNOWN,
+        flavour=first("flavour") or UNKNOWN,
+        kernel_release=first("system", "kernel_release") or first("image", "kernel",
+                                                                   "release"),
+        kernel_version=first("system", "kernel_version"),
+        preemption=first("system", "preemption") or first("image", "kernel", "preemption"),
+        realtime=bool(realtime) if realtime is not None else None,
+        image_id=first("image", "image_id"), sd_image_sha256=first("image", "sd_image_sha256"),
+        pipeline_id=first("ci", "CI_PIPELINE_ID"), job_id=first("ci", "CI_JOB_ID"),
+        commit_sha=first("ci", "CI_COMMIT_SHA"), ref_name=first("ci", "CI_COMMIT_REF_NAME"),
+        merge_request_iid=first("ci", "CI_MERGE_REQUEST_IID"),
+        started=None, finished=None, ingested_at=now,
+    )
+
+
+def _name(record: Mapping[str, Any]) -> str:
+    # a case stopped before it was named keeps its pytest node id as its name
+    return str(record.get("name") or record["case"])
+
+
+def _kind(record: Mapping[str, Any], name: str) -> str:
+    if "functional" in record:
+        return "functional"
+    if "threads" in record:
+        return "rt-test"
+    if "cpus" in record or record.get("interval_us") is not None:
+        return "cyclictest"
+    parts = name.split("/")
+    if len(parts) == 4:
+        return "cyclictest"
+    return "rt-test" if len(parts) == 3 else UNKNOWN
+
+
+def _case(record: Mapping[str, Any], run: Run) -> Case:
+    name = _name(record)
+    parts = name.split("/")
+    case = Case(
+        name=name, node_id=str(record["case"]),
+        board=record.get("board") or run.board, flavour=record.get("flavour") or run.flavour,
+        scenario=record.get("scenario") or (parts[2] if len(parts) >= 3 else None),
+        interval_us=record.get("interval_us"), kind=_kind(record, name),
+        verdict=record["verdict"], message=record.get("message", ""),
+        started=_time(record["started"]),
+        finished=_time(record["finished"]) if record.get("finished") else None,
+        duration_s=record.get("duration_s"), record=dict(record),
+    )
+    for position, cpu in enumerate(record.get("cpus") or record.get("threads") or []):
+        case.cpus.append(_cpu(position, cpu))
+    for metric, limit in (record.get("thresholds") or {}).items():
+        case.limits.append(CaseThreshold(metric=metric, value=float(limit["value"]),
+                                         source=limit.get("source")))
+    return case
+
+
+def _cpu(position: int, cpu: Mapping[str, Any]) -> CpuResult:
+    percentiles = cpu.get("percentiles_us") or {}
+    range_us = cpu.get("histogram_range_us")
+    histogram = cpu.get("histogram")
+    row = CpuResult(
+        position=position, cpu=cpu.get("cpu"), thread=cpu.get("thread"),
+        samples=cpu.get("samples") or 0, min_us=cpu.get("min_us"), avg_us=cpu.get("avg_us"),
+        max_us=cpu.get("max_us"), overflows=cpu.get("overflows"),
+        no_wakeup=bool(cpu.get("no_wakeup", False)), gated=cpu.get("gated"),
+        histogram_range_us=range_us,
+        histogram=pack_counts(histogram, range_us) if histogram is not None and range_us
+        else None,
+    )
+    for name, column in PERCENTILE_COLUMNS.items():
+        value = percentiles.get(name)
+        # ">=400": among the overflows, so unknown
+        setattr(row, column, float(value) if isinstance(value, int | float) else None)
+    return row
+
+
+def _time(text: str) -> datetime.datetime:
+    return _utc(datetime.datetime.fromisoformat(text))
+
+
+def _utc(when: datetime.datetime) -> datetime.datetime:
+    # SQLite hands back naive datetimes; everything in the store is UTC
+    return when.replace(tzinfo=datetime.UTC) if when.tzinfo is None else when.astimezone(
+        datetime.UTC)

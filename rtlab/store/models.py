@@ -1,0 +1,166 @@
+"""The results store's tables: one row per run (one place, one image, one ``rtlab run``),
+per test case, and per measured CPU or rt-test thread, with the histogram kept whole.
+
+Figures are columns, so that trends and threshold replays are queries; the record itself
+is kept too (``cases.record``), so nothing a record said is lost to the schema. Changing a
+table means a new alembic revision in ``rtlab/store/migrations/versions``.
+"""
+
+import datetime
+import zlib
+from typing import Any
+
+import numpy as np
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+# histogram counts as stored: little-endian unsigned 64-bit, one per 1 µs bucket, zlib'd
+_COUNT_DTYPE = np.dtype("<u8")
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Run(Base):
+    """One run of the suite on one place with one image: a CI job, or a person's
+    ``rtlab run``. ``run_key`` is unique: the record's ``run_id`` (set by ``rtlab run``)."""
+
+    __tablename__ = "runs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_key: Mapped[str] = mapped_column(String(200), unique=True)
+    place: Mapped[str | None] = mapped_column(String(100))
+    board: Mapped[str] = mapped_column(String(100))
+    flavour: Mapped[str] = mapped_column(String(100))
+    kernel_release: Mapped[str | None] = mapped_column(String(200))
+    kernel_version: Mapped[str | None] = mapped_column(String(300))
+    preemption: Mapped[str | None] = mapped_column(String(50))
+    realtime: Mapped[bool | None] = mapped_column(Boolean)
+    image_id: Mapped[str | None] = mapped_column(String(100))
+    sd_image_sha256: Mapped[str | None] = mapped_column(String(64))
+    # GitLab's CI variables, when the run was a pipeline job
+    pipeline_id: Mapped[str | None] = mapped_column(String(50))
+    job_id: Mapped[str | None] = mapped_column(String(50))
+    commit_sha: Mapped[str | None] = mapped_column(String(64))
+    ref_name: Mapped[str | None] = mapped_column(String(255))
+    merge_request_iid: Mapped[str | None] = mapped_column(String(50))
+    started: Mapped[datetime.datetime] = mapped_column(DateTime(timezone=True))
+    finished: Mapped[datetime.datetime | None] = mapped_column(DateTime(timezone=True))
+    ingested_at: Mapped[datetime.datetime] = mapped_column(DateTime(timezone=True))
+
+    cases: Mapped[list["Case"]] = relationship(back_populates="run",
+                                               cascade="all, delete-orphan")
+
+
+class Case(Base):
+    """One test case of a run: ``name`` is board/flavour/scenario/interval or
+    board/flavour/tool. Board and flavour are repeated from the run so that a trend is a
+    query on one indexed table."""
+
+    __tablename__ = "cases"
+    __table_args__ = (
+        UniqueConstraint("run_id", "name", "started", name="uq_cases_run_name_started"),
+        Index("ix_cases_series", "board", "flavour", "scenario", "interval_us", "started"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(300))
+    node_id: Mapped[str] = mapped_column(String(500))
+    board: Mapped[str] = mapped_column(String(100))
+    flavour: Mapped[str] = mapped_column(String(100))
+    # a suite scenario (cyclictest) or an rt-test's name
+    scenario: Mapped[str | None] = mapped_column(String(100))
+    # None for rt-tests other than cyclictest
+    interval_us: Mapped[int | None] = mapped_column(Integer)
+    # cyclictest | rt-test | functional | unknown (a case that never got that far)
+    kind: Mapped[str] = mapped_column(String(20))
+    verdict: Mapped[str] = mapped_column(String(10))
+    message: Mapped[str] = mapped_column(Text)
+    started: Mapped[datetime.datetime] = mapped_column(DateTime(timezone=True))
+    finished: Mapped[datetime.datetime | None] = mapped_column(DateTime(timezone=True))
+    duration_s: Mapped[int | None] = mapped_column(Integer)
+    # the record as written on the runner, whole
+    record: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+    run: Mapped[Run] = relationship(back_populates="cases")
+    cpus: Mapped[list["CpuResult"]] = relationship(back_populates="case",
+                                                   cascade="all, delete-orphan",
+                                                   order_by="CpuResult.position")
+    limits: Mapped[list["CaseThreshold"]] = relationship(back_populates="case",
+                                                         cascade="all, delete-orphan")
+
+
+class CpuResult(Base):
+    """One measuring thread: a cyclictest CPU or an rt-test's thread. Percentiles are
+    None where they fell among the histogram's overflows (only ">= range" is known)."""
+
+    __tablename__ = "cpu_results"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    case_id: Mapped[int] = mapped_column(ForeignKey("cases.id", ondelete="CASCADE"),
+                                         index=True)
+    # order in the record
+    position: Mapped[int] = mapped_column(Integer)
+    cpu: Mapped[int | None] = mapped_column(Integer)
+    thread: Mapped[int | None] = mapped_column(Integer)
+    samples: Mapped[int] = mapped_column(BigInteger)
+    min_us: Mapped[float | None] = mapped_column(Float)
+    avg_us: Mapped[float | None] = mapped_column(Float)
+    max_us: Mapped[float | None] = mapped_column(Float)
+    overflows: Mapped[int | None] = mapped_column(BigInteger)
+    no_wakeup: Mapped[bool] = mapped_column(Boolean, default=False)
+    # rt-tests: whether thresholds judge this thread
+    gated: Mapped[bool | None] = mapped_column(Boolean)
+    p50_us: Mapped[float | None] = mapped_column(Float)
+    p99_us: Mapped[float | None] = mapped_column(Float)
+    p99_9_us: Mapped[float | None] = mapped_column(Float)
+    p99_99_us: Mapped[float | None] = mapped_column(Float)
+    histogram_range_us: Mapped[int | None] = mapped_column(Integer)
+    histogram: Mapped[bytes | None] = mapped_column(LargeBinary)
+
+    case: Mapped[Case] = relationship(back_populates="cpus")
+
+    def counts(self) -> np.ndarray | None:
+        """The histogram as dense counts per 1 µs bucket (None: run without one)."""
+        if self.histogram is None:
+            return None
+        return np.frombuffer(zlib.decompress(self.histogram), dtype=_COUNT_DTYPE).astype(
+            np.int64)
+
+
+class CaseThreshold(Base):
+    """A limit a case was judged by, with the thresholds.yaml line it came from."""
+
+    __tablename__ = "case_thresholds"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    case_id: Mapped[int] = mapped_column(ForeignKey("cases.id", ondelete="CASCADE"),
+                                         index=True)
+    metric: Mapped[str] = mapped_column(String(20))
+    value: Mapped[float] = mapped_column(Float)
+    source: Mapped[str | None] = mapped_column(String(300))
+
+    case: Mapped[Case] = relationship(back_populates="limits")
+
+
+def pack_counts(sparse: dict[str, int], range_us: int) -> bytes:
+    """A record's sparse histogram ({"bucket": count}) as stored."""
+    dense = np.zeros(range_us, dtype=_COUNT_DTYPE)
+    for bucket, count in sparse.items():
+        dense[int(bucket)] = count
+    return zlib.compress(dense.tobytes(), 6)

@@ -1,0 +1,269 @@
+"""Reading the store: the history of one series (board × flavour × scenario × interval),
+newest last, as plain values that reports, statistics and threshold tuning work on."""
+
+import datetime
+from collections.abc import Sequence
+
+import attr
+import numpy as np
+from sqlalchemy import Select, and_, case, false, func, or_, select, true
+from sqlalchemy.orm import Session, selectinload
+
+from .ingest import _utc
+from .models import Case, CpuResult, Run
+
+
+@attr.frozen
+class CpuRow:
+    cpu: int | None
+    thread: int | None
+    samples: int
+    min_us: float | None
+    avg_us: float | None
+    max_us: float | None
+    overflows: int | None
+    no_wakeup: bool
+    gated: bool | None
+    p99_us: float | None
+    p99_9_us: float | None
+    p99_99_us: float | None
+    histogram_range_us: int | None
+    # dense counts per 1 µs bucket; None when not asked for or not measured
+    histogram: np.ndarray | None = attr.field(default=None, eq=False)
+
+
+@attr.frozen
+class CaseRow:
+    case_id: int
+    run_key: str
+    name: str
+    board: str
+    flavour: str
+    scenario: str | None
+    interval_us: int | None
+    kind: str
+    verdict: str
+    message: str
+    started: datetime.datetime
+    place: str | None
+    kernel_release: str | None
+    realtime: bool | None
+    pipeline_id: str | None
+    commit_sha: str | None
+    ref_name: str | None
+    merge_request_iid: str | None
+    cpus: tuple[CpuRow, ...]
+    # metric -> (value, thresholds.yaml:LINE) the case was judged by
+    limits: dict[str, tuple[float, str | None]] = attr.field(factory=dict, eq=False)
+
+    @property
+    def measured(self) -> bool:
+        """A verdict on figures: pass or fail, not an error or a skip."""
+        return self.verdict in ("pass", "fail")
+
+    def worst(self, figure: str) -> float | None:
+        """The worst CPU's figure (``max_us``, ``avg_us``, ``p99_9_us``...), None when no
+        CPU has it. A percentile unknown on any CPU (past the histogram) is unknown for the
+        case: the worst CPU may be that one."""
+        values = [getattr(cpu, figure) for cpu in self.cpus
+                  if not cpu.no_wakeup and (cpu.gated is None or cpu.gated)]
+        if not values or (figure.startswith("p") and any(v is None for v in values)):
+            return None
+        known = [v for v in values if v is not None]
+        return max(known) if known else None
+
+
+def series_query(*, board: str | None = None, flavour: str | None = None,
+                 scenario: str | None = None, interval_us: int | None = None,
+                 ref: str | None = None, since: datetime.datetime | None = None,
+                 verdicts: Sequence[str] | None = None) -> Select:
+    query = select(Case).join(Case.run).order_by(Case.started, Case.id)
+    for column, value in ((Case.board, board), (Case.flavour, flavour),
+                          (Case.scenario, scenario), (Case.interval_us, interval_us),
+                          (Run.ref_name, ref)):
+        if value is not None:
+            query = query.where(column == value)
+    if since is not None:
+        query = query.where(Case.started >= since)
+    if verdicts is not None:
+        query = query.where(Case.verdict.in_(list(verdicts)))
+    return query
+
+
+def history(session: Session, *, board: str | None = None, flavour: str | None = None,
+            scenario: str | None = None, interval_us: int | None = None,
+            ref: str | None = None, since: datetime.datetime | None = None,
+            verdicts: Sequence[str] | None = None, last: int | None = None,
+            histograms: bool = False) -> list[CaseRow]:
+    """The stored cases that match, oldest first (``last``: only the newest N). Each
+    filter left None matches everything; ``ref`` is the branch (CI_COMMIT_REF_NAME) the
+    run was made for, e.g. the default branch for a baseline."""
+    query = series_query(board=board, flavour=flavour, scenario=scenario,
+                         interval_us=interval_us, ref=ref, since=since, verdicts=verdicts)
+    if last is not None:
+        newest = query.order_by(None).order_by(Case.started.desc(), Case.id.desc()).limit(last)
+        query = select(Case).where(Case.id.in_(newest.with_only_columns(Case.id).scalar_subquery())
+                                   ).order_by(Case.started, Case.id)
+    query = query.options(selectinload(Case.run), selectinload(Case.cpus),
+                          selectinload(Case.limits))
+    return [_row(case, histograms) for case in session.scalars(query)]
+
+
+def series(session: Session) -> list[tuple[str, str, str | None, int | None]]:
+    """Every (board, flavour, scenario, interval_us) the store has cases of."""
+    query = select(Case.board, Case.flavour, Case.scenario, Case.interval_us).distinct()
+    # plain tuples (Result.tuples() is deprecated in SQLAlchemy 2.1)
+    return sorted((tuple(row) for row in session.execute(query)),
+                  key=lambda s: (s[0], s[1], s[2] or "", s[3] or 0))
+
+
+def _row(case: Case, histograms: bool) -> CaseRow:
+    run = case.run
+    return CaseRow(
+        case_id=case.id, run_key=run.run_key, name=case.name, board=case.board,
+        flavour=case.flavour, scenario=case.scenario, interval_us=case.interval_us,
+        kind=case.kind, verdict=case.verdict, message=case.message,
+        started=_utc(case.started), place=run.place, kernel_release=run.kernel_release,
+        realtime=run.realtime, pipeline_id=run.pipeline_id, commit_sha=run.commit_sha,
+        ref_name=run.ref_name, merge_request_iid=run.merge_request_iid,
+        cpus=tuple(_cpu(cpu, histograms) for cpu in case.cpus),
+        limits={limit.metric: (limit.value, limit.source) for limit in case.limits},
+    )
+
+
+def _cpu(cpu: CpuResult, histograms: bool) -> CpuRow:
+    return CpuRow(
+        cpu=cpu.cpu, thread=cpu.thread, samples=cpu.samples, min_us=cpu.min_us,
+        avg_us=cpu.avg_us, max_us=cpu.max_us, overflows=cpu.overflows,
+        no_wakeup=cpu.no_wakeup, gated=cpu.gated, p99_us=cpu.p99_us, p99_9_us=cpu.p99_9_us,
+        p99_99_us=cpu.p99_99_us, histogram_range_us=cpu.histogram_range_us,
+        histogram=cpu.counts() if histograms else None,
+    )
+
+
+def latest(session: Session, *, boards: Sequence[str] | None = None,
+           flavours: Sequence[str] | None = None, ref: str | None = None,
+           pipeline_id: str | None = None, verdicts: Sequence[str] | None = None,
+           per_series: int = 1, histograms: bool = False) -> list[CaseRow]:
+    """The newest ``per_series`` cases of every series (board × flavour × scenario ×
+    interval) that match, in one query however long the history: a report's current state
+    and its baselines, without reading every stored run. Ordered by series, then oldest
+    first. ``pipeline_id`` is GitLab's CI_PIPELINE_ID of the run."""
+    rank = func.row_number().over(
+        partition_by=(Case.board, Case.flavour, Case.scenario, Case.interval_us),
+        order_by=(Case.started.desc(), Case.id.desc())).label("rank")
+    ranked = _filtered(select(Case.id.label("id"), rank), boards=boards, flavours=flavours,
+                       ref=ref, pipeline_id=pipeline_id, verdicts=verdicts).subquery()
+    newest = select(ranked.c.id).where(ranked.c.rank <= per_series)
+    query = (select(Case).where(Case.id.in_(newest))
+             .order_by(Case.board, Case.flavour, Case.scenario, Case.interval_us,
+                       Case.started, Case.id)
+             .options(selectinload(Case.run), selectinload(Case.cpus),
+                      selectinload(Case.limits)))
+    return [_row(case, histograms) for case in session.scalars(query)]
+
+
+@attr.frozen
+class CaseFigures:
+    """One case's headline figures, the worst judged CPU's (as :meth:`CaseRow.worst`
+    takes them), from one aggregated query: a trend over thousands of runs needs no
+    per-CPU objects. Figures are as stored: an error case may carry some, and only its
+    verdict says whether they mean anything."""
+
+    case_id: int
+    board: str
+    flavour: str
+    scenario: str | None
+    interval_us: int | None
+    kind: str
+    verdict: str
+    started: datetime.datetime
+    pipeline_id: str | None
+    commit_sha: str | None
+    ref_name: str | None
+    max_us: float | None
+    avg_us: float | None
+    # None when unknown on any judged CPU (past the histogram's range, or not measured)
+    p99_9_us: float | None
+    # judged CPUs whose p99.9 lay among the overflows (only ">= range" is known)
+    p99_9_past_range: int
+    histogram_range_us: int | None
+    overflows: int
+
+    @property
+    def series(self) -> tuple[str, str, str | None, int | None]:
+        return (self.board, self.flavour, self.scenario, self.interval_us)
+
+
+def series_counts(session: Session, *, boards: Sequence[str] | None = None,
+                  flavours: Sequence[str] | None = None
+                  ) -> dict[tuple[str, str, str | None, int | None], tuple[int, int]]:
+    """Per series: how many cases the store has, and how many of them are measured
+    figures (a cyclictest or rt-test case that passed or failed)."""
+    figures = func.sum(case((and_(Case.verdict.in_(("pass", "fail")),
+                                  Case.kind.in_(("cyclictest", "rt-test"))), 1), else_=0))
+    query = _filtered(select(Case.board, Case.flavour, Case.scenario, Case.interval_us,
+                             func.count(Case.id), figures), boards=boards, flavours=flavours
+                      ).group_by(Case.board, Case.flavour, Case.scenario, Case.interval_us)
+    return {(board, flavour, scenario, interval): (int(count), int(measured or 0))
+            for board, flavour, scenario, interval, count, measured in session.execute(query)}
+
+
+def case_figures(session: Session, *, boards: Sequence[str] | None = None,
+                 flavours: Sequence[str] | None = None,
+                 groups: Sequence[tuple[str, str, str | None]] | None = None,
+                 since: datetime.datetime | None = None) -> list[CaseFigures]:
+    """Every matching case's worst-CPU figures, oldest first, aggregated in the database
+    (one row per case). ``groups``: only these (board, flavour, scenario)."""
+    judged = and_(CpuResult.case_id == Case.id, CpuResult.no_wakeup == false(),
+                  or_(CpuResult.gated.is_(None), CpuResult.gated == true()))
+    # a percentile unknown on any judged CPU is unknown for the case (see CaseRow.worst)
+    unknown = func.sum(case((CpuResult.p99_9_us.is_(None), 1), else_=0))
+    past_range = func.sum(case((and_(CpuResult.p99_9_us.is_(None),
+                                     CpuResult.histogram_range_us.is_not(None),
+                                     CpuResult.overflows > 0), 1), else_=0))
+    query = (select(Case.id, Case.board, Case.flavour, Case.scenario, Case.interval_us,
+                    Case.kind, Case.verdict, Case.started, Run.pipeline_id, Run.commit_sha,
+                    Run.ref_name, func.max(CpuResult.max_us), func.max(CpuResult.avg_us),
+                    func.max(CpuResult.p99_9_us), unknown, past_range,
+                    func.max(CpuResult.histogram_range_us),
+                    func.coalesce(func.sum(CpuResult.overflows), 0))
+             .select_from(Case).join(Run, Case.run_id == Run.id)
+             .outerjoin(CpuResult, judged)
+             .group_by(Case.id, Run.id)
+             .order_by(Case.started, Case.id))
+    query = _filtered(query, boards=boards, flavours=flavours, since=since)
+    if groups is not None:
+        query = query.where(or_(false(), *(
+            and_(Case.board == board, Case.flavour == flavour,
+                 Case.scenario.is_(None) if scenario is None else Case.scenario == scenario)
+            for board, flavour, scenario in groups)))
+    return [CaseFigures(case_id, board, flavour, scenario, interval_us, kind, verdict,
+                        _utc(started), pipeline_id, commit_sha, ref_name, max_us, avg_us,
+                        None if unknown_cpus or p99_9 is None else p99_9,
+                        int(past or 0), range_us, int(overflows))
+            for (case_id, board, flavour, scenario, interval_us, kind, verdict, started,
+                 pipeline_id, commit_sha, ref_name, max_us, avg_us, p99_9, unknown_cpus,
+                 past, range_us, overflows) in session.execute(query)]
+
+
+def _filtered(query: Select, *, boards: Sequence[str] | None = None,
+              flavours: Sequence[str] | None = None, ref: str | None = None,
+              pipeline_id: str | None = None, verdicts: Sequence[str] | None = None,
+              since: datetime.datetime | None = None) -> Select:
+    """``query`` (over cases) narrowed; the run is joined where a filter needs it."""
+    if ref is not None or pipeline_id is not None:
+        query = query.join(Run, Case.run_id == Run.id)
+    if boards:
+        query = query.where(Case.board.in_(list(boards)))
+    if flavours:
+        query = query.where(Case.flavour.in_(list(flavours)))
+    if ref is not None:
+        query = query.where(Run.ref_name == ref)
+    if pipeline_id is not None:
+        query = query.where(Run.pipeline_id == pipeline_id)
+    if verdicts is not None:
+        query = query.where(Case.verdict.in_(list(verdicts)))
+    if since is not None:
+        query = query.where(Case.started >= since)
+    return query
