@@ -74,7 +74,8 @@ def _vlab_fault(args: argparse.Namespace) -> int:
     if args.kind not in FAULT_KINDS:
         raise ValueError(f"unknown fault '{args.kind}' (valid: {', '.join(FAULT_KINDS)}, clear)")
     fault = control.inject_fault(config, args.place, args.kind, times=args.times,
-                                 seconds=args.seconds, after_s=args.after, code=args.code)
+                                 seconds=args.seconds, after_s=args.after, code=args.code,
+                                 on_console=args.on_console)
     print(f"{args.place}: armed {fault}")
     return 0
 
@@ -149,8 +150,6 @@ def _thresholds(args: argparse.Namespace) -> int:
     if args.action == "check":
         print(thresholds_cli.check(Path(args.file), Path(args.suite)))
         return 0
-    if not args.board:
-        raise ValueError("thresholds show needs --board")
     print(thresholds_cli.show(Path(args.file), Path(args.suite), args.board, args.flavour,
                               args.scenario, args.interval))
     return 0
@@ -199,7 +198,12 @@ def parser() -> argparse.ArgumentParser:
     fault.add_argument("--times", type=int, default=1,
                        help="how often it fires (0: until cleared; default 1)")
     fault.add_argument("--seconds", type=float, help="SECONDS of the fault")
-    fault.add_argument("--after", type=float, help="AFTER: seconds after power-on")
+    fault.add_argument("--after", type=float,
+                       help="AFTER: seconds after power-on, or after --on-console's TEXT")
+    fault.add_argument("--on-console", metavar="TEXT",
+                       help="ON_CONSOLE: panic or serial-disconnect waits for the board's "
+                            "console to show TEXT (e.g. rtlab-evidence:started, printed "
+                            "when a measurement window opens)")
     fault.add_argument("--code", type=int, help="CODE: the HTTP status of pdu-error")
     fault.add_argument("--config", default=str(paths.default_vlab_config()))
     fault.set_defaults(func=_vlab_fault)
@@ -237,15 +241,28 @@ def parser() -> argparse.ArgumentParser:
     env.add_argument("files", nargs="*", help="default: env/*.yaml and env/exporter/*.yaml")
     env.set_defaults(func=_env_check)
 
-    thresholds = sub.add_parser("thresholds", help="validate or show the latency gate")
-    thresholds.add_argument("action", choices=["check", "show"])
-    thresholds.add_argument("--file", default=str(paths.REPO_ROOT / "thresholds.yaml"))
-    thresholds.add_argument("--suite", default=str(paths.REPO_ROOT / "suite.yaml"))
-    thresholds.add_argument("--board", help="show: a board tag, e.g. imx6q or qemu-rpi3")
-    thresholds.add_argument("--flavour", help="show: only this flavour")
-    thresholds.add_argument("--scenario", help="show: only this scenario")
-    thresholds.add_argument("--interval", type=int, help="show: only this interval (µs)")
-    thresholds.set_defaults(func=_thresholds)
+    thresholds = sub.add_parser("thresholds", help="validate, show, tune or replay the "
+                                                   "latency gate")
+    threshold_actions = thresholds.add_subparsers(dest="action", required=True)
+    for action, what in (("check", "validate the file against the suite"),
+                         ("show", "the limits a board gets, with the line each comes from")):
+        command = threshold_actions.add_parser(action, help=what)
+        command.add_argument("--file", default=str(paths.REPO_ROOT / "thresholds.yaml"))
+        command.add_argument("--suite", default=str(paths.REPO_ROOT / "suite.yaml"))
+        command.set_defaults(func=_thresholds)
+        if action == "show":
+            command.add_argument("--board", required=True,
+                                 help="a board tag, e.g. imx6q or qemu-rpi3")
+            command.add_argument("--flavour", help="only this flavour")
+            command.add_argument("--scenario", help="only this scenario")
+            command.add_argument("--interval", type=int, help="only this interval (µs)")
+    from .tuning_cli import register as register_tuning
+
+    register_tuning(threshold_actions)
+
+    from .store.cli import register as register_results
+
+    register_results(sub)
 
     demo = sub.add_parser("demo", help="the main job on the virtual rack")
     demo.add_argument("--out", default="out")

@@ -1,0 +1,157 @@
+"""``rtlab thresholds suggest|replay``: tune the gate from the results store, and show which
+stored runs a thresholds file (a branch's) would fail. Both print markdown, ready for a
+merge request's description. The method is in :mod:`rtlab.tuning`."""
+
+import argparse
+import datetime
+import tempfile
+from pathlib import Path
+
+from sqlalchemy.engine import make_url
+
+from .paths import REPO_ROOT
+from .scenarios import load_suite
+from .store import URL_VARIABLE, default_url, open_store
+from .thresholds import ThresholdsError, load_thresholds
+from .tuning import Method, relabel, replay, suggest, thresholds_at
+
+_DEFAULTS = Method()
+
+
+def _db_url(value: str | None) -> str:
+    """A database URL, or the path of an SQLite file. A report never creates a database:
+    a mistyped path is an error, not an empty history."""
+    url = value or default_url()
+    if "://" not in url:
+        url = f"sqlite:///{Path(url).resolve()}"
+    parsed = make_url(url)
+    if (parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:")
+            and not Path(parsed.database).is_file()):
+        raise FileNotFoundError(f"{parsed.database}: no such results database")
+    return url
+
+
+def _when(text: str) -> datetime.datetime:
+    try:
+        when = datetime.datetime.fromisoformat(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"not a date: {text!r} (e.g. 2026-10-01)") from error
+    return when.replace(tzinfo=datetime.UTC) if when.tzinfo is None else when
+
+
+def _suggest(args: argparse.Namespace) -> int:
+    method = Method(quantile=args.quantile, margin=args.margin, min_runs=args.min_runs,
+                    merge=args.merge, figures=args.figures)
+    store = open_store(_db_url(args.db))
+    try:
+        with store.session() as session:
+            result = suggest(session, Path(args.file), board=args.board,
+                             flavour=args.flavour, suite=load_suite(Path(args.suite)),
+                             ref=args.ref, since=args.since, last=args.last, method=method,
+                             write=not args.dry_run)
+    finally:
+        store.close()
+    print(result.markdown(), end="")
+    if result.written:
+        print(f"\nWrote {len(result.changes)} limit(s) to {args.file}; it loads and gives "
+              "every case the limit in the table.")
+    elif result.changes:
+        print(f"\nDry run: {args.file} left as it is ({len(result.changes)} limit(s) would "
+              "change).")
+    return 0
+
+
+def _replay(args: argparse.Namespace) -> int:
+    with tempfile.TemporaryDirectory(prefix="rtlab-replay-") as workdir:
+        path, suite_path, label = thresholds_at(Path(args.file), args.git_ref,
+                                                Path(args.suite) if args.suite else None,
+                                                Path(workdir))
+        suite = load_suite(suite_path) if suite_path else load_suite()
+        try:
+            thresholds = load_thresholds(path, suite)
+        except ThresholdsError as error:
+            raise ThresholdsError(str(error).replace(str(path), label)) from error
+    if args.git_ref:
+        thresholds = relabel(thresholds, label)
+    else:
+        # the repository's file by its path in the repository, as the gate cites it
+        label = thresholds.display
+    store = open_store(_db_url(args.db))
+    try:
+        with store.session() as session:
+            result = replay(session, thresholds, label=label, board=args.board,
+                            flavour=args.flavour, ref=args.ref, since=args.since)
+    finally:
+        store.close()
+    print(result.markdown(max_rows=args.max_rows or None), end="")
+    if args.fail_on_new_failures and result.new_failures:
+        return 1
+    return 0
+
+
+def _common(parser: argparse.ArgumentParser, *names: str) -> None:
+    db_help = (f"results database URL or SQLite file (default: ${URL_VARIABLE}, else "
+               f"{default_url()})")
+    if "from" in names:
+        parser.add_argument("--from", "--db", dest="db", metavar="DB", help=db_help)
+    else:
+        parser.add_argument("--db", help=db_help)
+    parser.add_argument("--file", default=str(REPO_ROOT / "thresholds.yaml"),
+                        help="the thresholds file (default: the repository's)")
+    parser.add_argument("--ref", help="only runs made for this ref (CI_COMMIT_REF_NAME), "
+                                      "e.g. main; default: any")
+    parser.add_argument("--since", type=_when, help="only runs started on or after this "
+                                                    "date (ISO, UTC unless it says)")
+
+
+def register(actions: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """Add ``suggest`` and ``replay`` to the ``rtlab thresholds`` sub-commands."""
+    command = actions.add_parser(
+        "suggest", help="propose limits from the results store and write them into the "
+                        "thresholds file (comments and layout kept)",
+        description="Per case of the board (and flavour), the --quantile of the worst "
+                    "CPU's figure over the measured runs × --margin, rounded up, written "
+                    "where it serves most cases; prints a markdown table for the merge "
+                    "request. See rtlab/tuning.py for the method.")
+    command.add_argument("--board", required=True, help="a board tag, e.g. imx6q")
+    command.add_argument("--flavour", help="only this flavour (default: all of the board's)")
+    _common(command, "from")
+    command.add_argument("--suite", default=str(REPO_ROOT / "suite.yaml"),
+                         help="suite file: the cases there are (default: the repository's)")
+    command.add_argument("--last", type=int, help="only the newest N runs of each case")
+    command.add_argument("--quantile", type=float, default=_DEFAULTS.quantile,
+                         help=f"of the worst-CPU figures (default {_DEFAULTS.quantile:g}; "
+                              "the maximum when there are too few runs to leave any out)")
+    command.add_argument("--margin", type=float, default=_DEFAULTS.margin,
+                         help=f"factor on the quantile (default {_DEFAULTS.margin:g})")
+    command.add_argument("--min-runs", type=int, default=_DEFAULTS.min_runs,
+                         help=f"fewer measured runs leave a case's limit as it is (default "
+                              f"{_DEFAULTS.min_runs})")
+    command.add_argument("--merge", type=float, default=_DEFAULTS.merge,
+                         help="a shared limit may be this fraction above a case's own "
+                              f"suggestion (default {_DEFAULTS.merge:g}; 0: only equal "
+                              "suggestions share a level)")
+    command.add_argument("--figures", type=int, default=_DEFAULTS.figures,
+                         help=f"significant figures to round up to (default "
+                              f"{_DEFAULTS.figures})")
+    command.add_argument("--dry-run", action="store_true",
+                         help="print the table, leave the file as it is")
+    command.set_defaults(func=_suggest)
+
+    command = actions.add_parser(
+        "replay", help="which stored runs a thresholds file (or a git ref's) would fail",
+        description="Judge every stored measured case by the thresholds of --file, or of "
+                    "that file at --git-ref, as the suite judges them; print the cases "
+                    "that would fail and a summary per case. Exit 0: it is a report.")
+    _common(command)
+    command.add_argument("--git-ref", help="read the thresholds file (and suite.yaml next "
+                                           "to it) at this git ref, e.g. a tuning branch")
+    command.add_argument("--suite", help="suite file (default: the one at --git-ref, else "
+                                         "the repository's)")
+    command.add_argument("--board", help="only this board")
+    command.add_argument("--flavour", help="only this flavour")
+    command.add_argument("--max-rows", type=int, default=200,
+                         help="failures listed at most (default 200; 0: all)")
+    command.add_argument("--fail-on-new-failures", action="store_true",
+                         help="exit 1 when a case that passed when it ran would fail now")
+    command.set_defaults(func=_replay)
