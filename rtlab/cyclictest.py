@@ -140,7 +140,7 @@ def percentiles(counts: Sequence[int], overflows: int) -> dict[str, Percentile]:
         raise ValueError("no samples to take percentiles of")
     result = {}
     for name, quantile in PERCENTILES.items():
-        rank = max(1, math.ceil(quantile * samples))
+        rank = nearest_rank(quantile, samples)
         value: int | None = None
         seen = 0
         for bucket, count in enumerate(counts):
@@ -150,6 +150,19 @@ def percentiles(counts: Sequence[int], overflows: int) -> dict[str, Percentile]:
                 break
         result[name] = Percentile(name, value, value is None, len(counts))
     return result
+
+
+def nearest_rank(quantile: Fraction | float, samples: int) -> int:
+    """The 1-based rank, among ``samples`` sorted values, of the ``quantile`` by nearest
+    rank: the smallest value with at least that fraction of the samples at or below it.
+
+    A float is read as the decimal it was written as (0.999 is 999/1000): its binary value
+    can lie a hair above, and ``ceil`` would then take the next rank (0.9 * 10 -> 10).
+    """
+    exact = quantile if isinstance(quantile, Fraction) else Fraction(repr(float(quantile)))
+    if not 0 < exact <= 1:
+        raise ValueError(f"quantile must be in (0, 1], got {quantile}")
+    return max(1, math.ceil(exact * samples))
 
 
 # ----------------------------------------------------------------------- JSON ----

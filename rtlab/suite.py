@@ -1,6 +1,7 @@
 """Glue between pytest outcomes and rtlab verdicts for the on-board suite."""
 
 import datetime
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,8 @@ import pytest
 
 from .cyclictest import CpuResult, NoWakeup
 from .manifest import read_image_manifest
-from .thresholds import Threshold, format_us
+from .stats import Histogram, TailEstimate, tail_estimate
+from .thresholds import StatisticsPolicy, Threshold, format_us
 
 
 @attr.define
@@ -115,3 +117,58 @@ def cpu_facts(cpu: CpuResult) -> dict[str, Any]:
             for name, p in cpu.percentiles().items()
         }
     return facts
+
+
+def cpu_tail(cpu: CpuResult, thresholds: Mapping[str, Threshold], policy: StatisticsPolicy,
+             interval_us: int) -> TailEstimate | None:
+    """The tail estimate of one CPU's histogram (None: run without a histogram), at the
+    gate's max_us and the policy's exceedance probability."""
+    if cpu.histogram is None:
+        return None
+    limit = thresholds.get("max_us")
+    return tail_estimate(Histogram.from_cpu_result(cpu), limit.value if limit else None,
+                         policy.exceedance_probability, interval_us=interval_us)
+
+
+def tail_facts(estimate: TailEstimate) -> dict[str, Any]:
+    """A tail estimate as the record keeps it beside the CPU's observed figures."""
+    facts = attr.asdict(estimate)
+    facts["bound_ci_us"] = list(estimate.bound_ci_us) if estimate.bound_ci_us else None
+    facts["warnings"] = list(estimate.warnings)
+    return {key: _json_number(value) for key, value in facts.items()}
+
+
+def _json_number(value: Any) -> Any:  # noqa: ANN401 - JSON
+    """An unbounded tail has an infinite upper limit; strict JSON (and PostgreSQL's JSON
+    columns) has no Infinity, so it is written as the string "inf"."""
+    if isinstance(value, list):
+        return [_json_number(item) for item in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
+
+
+def tail_violation(cpu: int | None, estimate: TailEstimate | None, policy: StatisticsPolicy,
+                   thresholds: Mapping[str, Threshold]) -> str | None:
+    """Why the statistical gate fails this CPU, or None. Only where thresholds.yaml makes
+    statistics gating: then the upper confidence limit of the latency one wake-up exceeds
+    with the policy's probability must stay within max_us, and a CPU whose tail could not
+    be estimated fails too (a gate passes only what it has seen)."""
+    limit = thresholds.get("max_us")
+    if not policy.gating or limit is None:
+        return None
+    where = f"CPU{cpu}"
+    cited = policy.sources.get("gating", "statistics defaults")
+    probability = f"{policy.exceedance_probability:g}"
+    if estimate is None or estimate.bound_ci_us is None:
+        why = ("no histogram" if estimate is None
+               else "; ".join(estimate.warnings) or "no fit")
+        return (f"{where} statistical gate: no tail bound at p={probability} ({why}) "
+                f"({cited}: statistics gating)")
+    upper = estimate.bound_ci_us[1]
+    if upper <= limit.value:
+        return None
+    shown = "unbounded" if upper == float("inf") else format_us(upper)
+    return (f"{where} tail bound at p={probability}: {format_us(estimate.bound_us or 0)}, "
+            f"upper {estimate.confidence:.0%} limit {shown} > max_us "
+            f"{format_us(limit.value)} ({limit.source}; {cited}: statistics gating)")

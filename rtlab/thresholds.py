@@ -4,6 +4,11 @@ Limits are inherited down ``defaults`` → ``boards.<board>`` → ``flavours.<fl
 ``scenarios.<scenario>`` → ``intervals.<interval_us>``: a level sets only what differs from the
 level above. Every limit carries the file and line it came from and the nearest ``reason``,
 so a failed gate says which reviewed line it failed against and why that line says so.
+
+A level may also set ``statistics:``, the policy of the statistical verdicts of
+:mod:`rtlab.stats` (the exceedance probability of the tail bound, the quantile of the
+regression test, and whether either may fail the case); its keys are inherited one by one
+like the limits. :meth:`Thresholds.statistics` resolves it.
 """
 
 import math
@@ -26,6 +31,13 @@ METRICS = ("max_us", "avg_us", "p99_9_us")
 # measured figure name -> the metric that limits it
 FIGURES = {"max": "max_us", "avg": "avg_us", "p99_9": "p99_9_us"}
 REASON = "reason"
+STATISTICS = "statistics"
+# the statistics keys and their values where no level sets them: reported, not gating
+STATISTICS_DEFAULTS: Mapping[str, float | bool] = {
+    "exceedance_probability": 1e-6,
+    "quantile": 0.999,
+    "gating": False,
+}
 # the level below each level, by the key that holds it
 _CHILDREN = {"board": "flavours", "flavour": "scenarios", "scenario": "intervals"}
 _BELOW = {"board": "flavour", "flavour": "scenario", "scenario": "interval"}
@@ -71,12 +83,29 @@ class Violation:
 
 
 @attr.frozen
+class StatisticsPolicy:
+    """How the statistical verdicts of :mod:`rtlab.stats` apply to one measurement."""
+
+    # the per-wake-up probability at which the tail bound is reported
+    exceedance_probability: float = float(STATISTICS_DEFAULTS["exceedance_probability"])
+    # the tail quantile the regression test compares with the baseline
+    quantile: float = float(STATISTICS_DEFAULTS["quantile"])
+    # True: a tail bound whose upper confidence limit is above max_us, or a regression
+    # against the baseline, fails the case; False: both are reported beside the gate
+    gating: bool = bool(STATISTICS_DEFAULTS["gating"])
+    # "thresholds.yaml:42" for each key a level set; a key missing here took its default
+    sources: Mapping[str, str] = attr.field(factory=dict, hash=False)
+
+
+@attr.frozen
 class _Level:
     where: str
     line: int
     metrics: Mapping[str, tuple[float, int]]
     reason: str | None
     children: Mapping[Any, "_Level"]
+    # statistics key -> (value, line)
+    statistics: Mapping[str, tuple[float | bool, int]] = attr.field(factory=dict)
 
 
 @attr.frozen
@@ -94,6 +123,29 @@ class Thresholds:
         """The limits for one measurement, by metric. A scenario or interval the file does not
         name inherits from the level above; an unknown board or flavour is an error, since
         a gate that silently falls back to defaults for a new board checks nothing."""
+        return _resolve(self.display, self._path(board, flavour, scenario, interval_us))
+
+    def statistics(self, board: str, flavour: str, scenario: str,
+                   interval_us: int | None = None) -> StatisticsPolicy:
+        """The statistics policy for one measurement, each key from the nearest level that
+        sets it (see :data:`STATISTICS_DEFAULTS` for the rest); errors as :meth:`lookup`."""
+        path = self._path(board, flavour, scenario, interval_us)
+        values: dict[str, float | bool] = dict(STATISTICS_DEFAULTS)
+        sources = {}
+        for key in STATISTICS_DEFAULTS:
+            for level in reversed(path):
+                if key in level.statistics:
+                    values[key], line = level.statistics[key]
+                    sources[key] = f"{self.display}:{line}"
+                    break
+        return StatisticsPolicy(
+            exceedance_probability=float(values["exceedance_probability"]),
+            quantile=float(values["quantile"]), gating=bool(values["gating"]),
+            sources=sources,
+        )
+
+    def _path(self, board: str, flavour: str, scenario: str,
+              interval_us: int | None) -> list[_Level]:
         board_level = self._board(board)
         flavour_level = board_level.children.get(flavour)
         if flavour_level is None:
@@ -111,7 +163,7 @@ class Thresholds:
             interval_level = scenario_level.children.get(interval_us)
             if interval_level is not None:
                 path.append(interval_level)
-        return _resolve(self.display, path)
+        return path
 
     def _board(self, board: str) -> _Level:
         try:
@@ -220,7 +272,8 @@ class _Loader:
             for key in node:
                 if key not in (*allowed_metrics, REASON):
                     raise self.error(line_of(node, key), self.not_for_tool(key, kind, where))
-        allowed = (*allowed_metrics, REASON, *([child_key] if child_key else []))
+        allowed = (*allowed_metrics, REASON, *([child_key] if child_key else []),
+                   *([] if kind in _TOOL_METRICS else [STATISTICS]))
         self.known_keys(node, allowed)
         metrics = {}
         for metric in allowed_metrics:
@@ -236,7 +289,37 @@ class _Loader:
         children: dict[Any, _Level] = {}
         if child_key is not None:
             children = self.children(node, child_key, kind, where, line)
-        return _Level(where, line, metrics, reason, children)
+        statistics = self.statistics(node, where) if STATISTICS in node else {}
+        return _Level(where, line, metrics, reason, children, statistics)
+
+    def statistics(self, node: CommentedMap,
+                   where: str) -> dict[str, tuple[float | bool, int]]:
+        mapping = node[STATISTICS]
+        where = f"{where}.{STATISTICS}"
+        if not isinstance(mapping, CommentedMap):
+            raise self.error(line_of(node, STATISTICS), f"{where} must be a mapping of "
+                             f"{', '.join(STATISTICS_DEFAULTS)}, got {_type_name(mapping)}")
+        for key in mapping:
+            if key not in STATISTICS_DEFAULTS:
+                raise self.error(line_of(mapping, key), f"unknown key {key!r} in {where} "
+                                 f"(expected one of: {', '.join(sorted(STATISTICS_DEFAULTS))})")
+        result: dict[str, tuple[float | bool, int]] = {}
+        for key in mapping:
+            value = mapping[key]
+            line = line_of(mapping, key)
+            if key == "gating":
+                if not isinstance(value, bool):
+                    raise self.error(line, f"{where}.gating must be true or false, got "
+                                     f"{value!r}")
+                result[key] = (value, line)
+                continue
+            # a probability of 0 or 1 would ask for a bound at no tail or the whole run
+            if (not isinstance(value, int | float) or isinstance(value, bool)
+                    or not 0 < value < 1):
+                raise self.error(line, f"{where}.{key} must be a probability between 0 and "
+                                 f"1 (both excluded), got {value!r}")
+            result[key] = (float(value), line)
+        return result
 
     def children(self, node: CommentedMap, child_key: str, kind: str, where: str,
                  line: int) -> dict[Any, _Level]:

@@ -10,8 +10,11 @@ from rtlab.measure import ProgramFailed, run_window
 from rtlab.suite import (
     cpu_facts,
     cpu_figures,
+    cpu_tail,
     no_wakeup_facts,
     no_wakeup_violation,
+    tail_facts,
+    tail_violation,
 )
 from rtlab.thresholds import check
 
@@ -34,6 +37,10 @@ def measurement(request, begin_case, board_name, flavour, thresholds, record, su
     limits = thresholds.lookup(board_name, flavour, scenario.name, interval_us)
     record.facts["thresholds"] = {m: {"value": t.value, "source": t.source}
                                   for m, t in limits.items()}
+    policy = thresholds.statistics(board_name, flavour, scenario.name, interval_us)
+    record.facts["statistics"] = {"exceedance_probability": policy.exceedance_probability,
+                                  "quantile": policy.quantile, "gating": policy.gating,
+                                  "sources": dict(policy.sources)}
 
     # isolcpus= takes CPUs out of default placement: -S and the loads stay on the others
     isolated = system_info.isolated_cpus
@@ -83,7 +90,12 @@ def measurement(request, begin_case, board_name, flavour, thresholds, record, su
     text = "\n".join(shell.run_check(f"cat {JSON_ON_BOARD}"))
     result = cyclictest.parse_json(text, source=f"{case}: {JSON_ON_BOARD}",
                                    expected_threads=measured)
+    # the tail beyond what the window saw, beside the observed figures
+    tails = {cpu.thread: cpu_tail(cpu, limits, policy, interval_us) for cpu in result.cpus}
     per_thread = [(cpu.thread, cpu_facts(cpu)) for cpu in result.cpus]
+    for thread, facts in per_thread:
+        if tails[thread] is not None:
+            facts["tail"] = tail_facts(tails[thread])
     per_thread += [(silent.thread, no_wakeup_facts(silent)) for silent in result.no_wakeup]
     record.facts["cpus"] = [facts for _, facts in sorted(per_thread, key=lambda t: t[0])]
     for silent in result.no_wakeup:
@@ -95,12 +107,18 @@ def measurement(request, begin_case, board_name, flavour, thresholds, record, su
         p99_9 = cpu_figures(cpu).get("p99_9")
         if p99_9 is not None:
             record_property(f"cpu{cpu.cpu}_p99_9_us", p99_9)
-    return result, limits, duration_s
+        tail = tails[cpu.thread]
+        if tail is not None and tail.bound_us is not None:
+            record_property(f"cpu{cpu.cpu}_tail_bound_us", f"{tail.bound_us:.1f}")
+    return result, limits, duration_s, policy, tails
 
 
 def test_latency(measurement):
-    result, limits, duration_s = measurement
+    result, limits, duration_s, policy, tails = measurement
     violations = [no_wakeup_violation(silent, duration_s, limits) for silent in result.no_wakeup]
     violations += [v.message for cpu in result.cpus
                    for v in check(cpu_figures(cpu), limits, cpu.cpu)]
+    # thresholds stay the gate; the tail estimate joins it only where thresholds.yaml says
+    violations += [why for cpu in result.cpus
+                   if (why := tail_violation(cpu.cpu, tails[cpu.thread], policy, limits))]
     assert not violations, "; ".join(violations)

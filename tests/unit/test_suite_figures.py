@@ -38,3 +38,71 @@ def test_the_record_keeps_threads_that_never_woke_without_figures():
     measured = cpu_facts(result.cpus[0])
     assert (measured["samples"], measured["max_us"], measured["overflows"]) == (592, 58732, 586)
     assert "no_wakeup" not in measured
+
+
+def synthetic_cpu(tail_scale_us: float, samples: int = 1_000_000, seed: int = 1):
+    """One CPU's cyclictest result: a 10-20 µs body and an exponential tail above it."""
+    import numpy as np
+
+    from rtlab.cyclictest import CpuResult
+
+    rng = np.random.default_rng(seed)
+    latencies = 10 + rng.integers(0, 10, samples) + rng.exponential(tail_scale_us, samples)
+    counts = np.bincount(np.minimum(latencies.astype(int), 400), minlength=401)
+    return CpuResult(thread=0, cpu=0, cycles=samples, min_us=int(latencies.min()),
+                     avg_us=float(latencies.mean()), max_us=int(latencies.max()),
+                     histogram={b: int(c) for b, c in enumerate(counts[:400]) if c},
+                     histogram_range_us=400, overflows=int(counts[400]))
+
+
+def policy(gating: bool):
+    from rtlab.thresholds import StatisticsPolicy
+
+    return StatisticsPolicy(exceedance_probability=1e-6, gating=gating,
+                            sources={"gating": "thresholds.yaml:7"} if gating else {})
+
+
+def limit(value: float):
+    from rtlab.thresholds import Threshold
+
+    return {"max_us": Threshold("max_us", value, "thresholds.yaml:42", None)}
+
+
+def test_tail_estimate_lands_in_the_record_as_strict_json():
+    import json
+
+    from rtlab.suite import cpu_tail, tail_facts
+
+    estimate = cpu_tail(synthetic_cpu(3.0), limit(150), policy(False), 1000)
+    assert estimate is not None and estimate.fitted
+    facts = tail_facts(estimate)
+    # strict JSON: what PostgreSQL's JSON column and any other reader accept
+    text = json.dumps(facts, allow_nan=False)
+    assert json.loads(text)["bound_us"] == estimate.bound_us
+    # an exponential tail of scale 3 µs over a 10-20 µs body: 1e-6 lies near 19 + 3 ln(1e6)
+    assert 40 < estimate.bound_us < 75
+
+
+def test_statistical_gate_fails_only_where_thresholds_make_it_gating():
+    from rtlab.suite import cpu_tail, tail_violation
+
+    heavy = cpu_tail(synthetic_cpu(12.0), limit(100), policy(True), 1000)
+    # observed max stays under the limit in this run, the tail bound does not
+    assert heavy.observed_max_us < 400
+    assert tail_violation(0, heavy, policy(False), limit(100)) is None
+    message = tail_violation(0, heavy, policy(True), limit(100))
+    assert message is not None and message.startswith("CPU0 tail bound at p=1e-06: ")
+    assert "> max_us 100 µs (thresholds.yaml:42; thresholds.yaml:7: statistics gating)" in message
+    light = cpu_tail(synthetic_cpu(2.0), limit(100), policy(True), 1000)
+    assert tail_violation(0, light, policy(True), limit(100)) is None
+
+
+def test_statistical_gate_without_a_fit_fails_saying_why():
+    from rtlab.suite import cpu_tail, tail_violation
+
+    short = cpu_tail(synthetic_cpu(3.0, samples=2000), limit(100), policy(True), 1000)
+    assert not short.fitted
+    message = tail_violation(0, short, policy(True), limit(100))
+    assert message is not None and "no tail bound at p=1e-06 (" in message
+    assert tail_violation(0, None, policy(True), limit(100)).startswith(
+        "CPU0 statistical gate: no tail bound at p=1e-06 (no histogram)")

@@ -7,6 +7,8 @@ import pytest
 
 from rtlab.thresholds import (
     DEFAULT_PATH,
+    STATISTICS_DEFAULTS,
+    StatisticsPolicy,
     Threshold,
     ThresholdsError,
     check,
@@ -161,7 +163,8 @@ def test_unknown_scenario_is_an_error_not_a_silent_fallback(hierarchy):
 
 @pytest.mark.parametrize("name, line, message", [
     ("bad-unknown-key.yaml", 6,
-     "unknown key 'max_ms' (expected one of: avg_us, max_us, p99_9_us, reason, scenarios)"),
+     "unknown key 'max_ms' (expected one of: avg_us, max_us, p99_9_us, reason, scenarios, "
+     "statistics)"),
     ("bad-wrong-type.yaml", 6,
      "boards.imx6q.flavours.rt.max_us must be a number of µs, got '150us'"),
     ("bad-negative.yaml", 2, "defaults.avg_us must be greater than 0, got -5"),
@@ -176,6 +179,13 @@ def test_unknown_scenario_is_an_error_not_a_silent_fallback(hierarchy):
     ("bad-not-a-mapping.yaml", 5, "boards.imx6q.flavours.rt must be a mapping, got int"),
     ("bad-duplicate-key.yaml", 7, "invalid YAML: found duplicate key \"max_us\""),
     ("bad-syntax.yaml", 7, "invalid YAML: expected ',' or ']'"),
+    ("bad-statistics-key.yaml", 9, "unknown key 'gate' in boards.imx6q.flavours.rt.statistics "
+     "(expected one of: exceedance_probability, gating, quantile)"),
+    ("bad-statistics-probability.yaml", 12,
+     "boards.imx6q.flavours.rt.scenarios.cpu100.statistics.quantile must be a probability "
+     "between 0 and 1 (both excluded), got 99.9"),
+    ("bad-statistics-gating.yaml", 5,
+     "boards.imx6q.statistics.gating must be true or false, got 'yes'"),
 ])
 def test_bad_files_are_refused_with_file_and_line(name, line, message):
     with pytest.raises(ThresholdsError) as error:
@@ -212,7 +222,7 @@ def test_file_outside_the_repository_is_named_as_given(tmp_path):
     ("boards:\n  imx6q:\n    flavours:\n      rt:\n        max_us: 1\n        scenarios:\n"
      "          idle:\n            intervals:\n              100:\n                scenarios: {}\n",
      "thresholds.yaml:10: unknown key 'scenarios' (expected one of: avg_us, max_us, p99_9_us, "
-     "reason)"),
+     "reason, statistics)"),
     ("boards:\n  imx6q:\n    flavours:\n      rt:\n        max_us: 1\n        scenarios:\n"
      "          ptsematest:\n            intervals:\n              1000: {max_us: 1}\n",
      "thresholds.yaml:8: boards.imx6q.flavours.rt.scenarios.ptsematest: ptsematest runs at one "
@@ -221,6 +231,26 @@ def test_file_outside_the_repository_is_named_as_given(tmp_path):
      "          signaltest: {p99_9_us: 50}\n",
      "thresholds.yaml:7: boards.imx6q.flavours.rt.scenarios.signaltest: 'p99_9_us' cannot be "
      "judged for signaltest (it keeps no histogram); only max_us, avg_us and reason"),
+    ("defaults:\n  statistics: {exceedance_probability: 0}\nboards: {}\n",
+     "thresholds.yaml:2: defaults.statistics.exceedance_probability must be a probability "
+     "between 0 and 1 (both excluded), got 0"),
+    ("defaults:\n  statistics:\n    quantile: 1\nboards: {}\n",
+     "thresholds.yaml:3: defaults.statistics.quantile must be a probability between 0 and 1 "
+     "(both excluded), got 1"),
+    ("defaults:\n  statistics:\n    quantile: true\nboards: {}\n",
+     "thresholds.yaml:3: defaults.statistics.quantile must be a probability between 0 and 1 "
+     "(both excluded), got True"),
+    ("defaults:\n  statistics:\n    quantile: '0.999'\nboards: {}\n",
+     "thresholds.yaml:3: defaults.statistics.quantile must be a probability"),
+    ("defaults:\n  statistics:\n    gating: 1\nboards: {}\n",
+     "thresholds.yaml:3: defaults.statistics.gating must be true or false, got 1"),
+    ("defaults:\n  statistics: true\nboards: {}\n",
+     "thresholds.yaml:2: defaults.statistics must be a mapping of exceedance_probability, "
+     "quantile, gating, got bool"),
+    ("boards:\n  imx6q:\n    flavours:\n      rt:\n        max_us: 1\n        scenarios:\n"
+     "          ptsematest:\n            statistics: {gating: true}\n",
+     "thresholds.yaml:8: boards.imx6q.flavours.rt.scenarios.ptsematest: 'statistics' cannot be "
+     "judged for ptsematest (it keeps no histogram); only max_us, avg_us and reason"),
     ("boards:\n  imx6q:\n    flavours:\n      rt:\n        max_us: 1\n        scenarios:\n"
      "          pip_stress:\n            reason: PI works\n            max_us: 1\n",
      "thresholds.yaml:9: boards.imx6q.flavours.rt.scenarios.pip_stress: pip_stress gives a "
@@ -295,3 +325,63 @@ def test_a_threshold_without_reason_cites_only_its_line():
     limit = Threshold("max_us", 100, "x.yaml:3", None)
     (violation,) = check({"max": 101}, {"max_us": limit}, cpu=0)
     assert violation.message == "CPU0 max 101 µs > max_us 100 µs (x.yaml:3)"
+
+
+# ----------------------------------------------------------------- statistics ----
+
+
+@pytest.fixture(scope="module")
+def statistics():
+    return load_thresholds(DATA / "statistics.yaml")
+
+
+def test_statistics_default_to_reported_not_gating(hierarchy):
+    policy = hierarchy.statistics("imx6q", "rt", "cpu100", 100)
+    assert policy == StatisticsPolicy(1e-6, 0.999, False, {})
+    assert not policy.gating
+    # one set of defaults: the policy's, the loader's and rtlab.stats' agree
+    from rtlab import stats
+    assert STATISTICS_DEFAULTS == {"exceedance_probability": stats.DEFAULT_EXCEEDANCE_PROBABILITY,
+                                   "quantile": stats.DEFAULT_QUANTILE, "gating": False}
+
+
+def test_statistics_keys_are_inherited_one_by_one(statistics):
+    path = DATA / "statistics.yaml"
+    source = f"{DATA_DISPLAY}/statistics.yaml"
+    flavour = statistics.statistics("imx6q", "rt", "idle", 1000)
+    assert (flavour.exceedance_probability, flavour.quantile, flavour.gating) == (
+        1e-7, 0.999, True)
+    assert flavour.sources == {
+        "quantile": f"{source}:{line_number(path, r'quantile: 0.999$')}",
+        "exceedance_probability": f"{source}:{line_number(path, r'1.0e-7')}",
+        "gating": f"{source}:{line_number(path, r'gating: true')}",
+    }
+    scenario = statistics.statistics("imx6q", "rt", "cpu100", 1000)
+    assert (scenario.exceedance_probability, scenario.quantile, scenario.gating) == (
+        1e-7, 0.9999, True)
+    interval = statistics.statistics("imx6q", "rt", "cpu100", 100)
+    assert (interval.exceedance_probability, interval.quantile, interval.gating) == (
+        1e-5, 0.9999, False)
+    assert interval.sources["gating"] == f"{source}:{line_number(path, r'gating: false')}"
+    # std sets nothing: the board's probability, the defaults' quantile, not gating
+    std = statistics.statistics("imx6q", "std", "cpu100", 100)
+    assert (std.exceedance_probability, std.quantile, std.gating) == (1e-7, 0.999, False)
+    assert "gating" not in std.sources
+
+
+def test_statistics_do_not_change_the_limits(statistics):
+    assert statistics.lookup("imx6q", "rt", "cpu100", 100)["max_us"].value == 150
+    assert set(statistics.lookup("imx6q", "rt", "cpu100", 100)) == {"max_us"}
+
+
+def test_statistics_lookup_refuses_what_lookup_refuses(statistics):
+    with pytest.raises(ThresholdsError, match="no board 'bbb'"):
+        statistics.statistics("bbb", "rt", "idle", 1000)
+    with pytest.raises(ThresholdsError, match="unknown scenario 'cpus'"):
+        statistics.statistics("imx6q", "rt", "cpus", 1000)
+
+
+def test_the_repository_file_sets_no_gating_statistics(repo):
+    for board in repo.boards:
+        for flavour in repo.flavours(board):
+            assert not repo.statistics(board, flavour, "cpu100", 1000).gating

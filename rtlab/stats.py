@@ -1,0 +1,772 @@
+"""Statistical verdicts from cyclictest histograms: a tail estimate per CPU, and a
+regression test of one run against the runs before it.
+
+A threshold on the single worst wake-up (``max_us``) stays the gate. The figures here are
+reported beside it, because the maximum of one run is the noisiest figure a run has: it is
+one sample, and it grows with the run's length. Both verdicts work on the histogram that
+``cyclictest -h RANGE`` keeps (1 µs buckets ``0..RANGE-1``, a count of overflows at
+``RANGE`` µs or more, and the true maximum from the JSON), never on expanded samples, so
+that a run of 10^8 wake-ups costs the same as one of 10^4.
+
+**Tail estimate: peaks over threshold.** Extreme-value theory says that, for almost any
+latency distribution, the excesses over a high enough threshold ``u`` follow a generalised
+Pareto distribution (GPD) with shape ξ and scale σ (Pickands–Balkema–de Haan). That is the
+only part of the distribution that decides how often a limit is crossed, and it lets the
+estimate reach probabilities (10^-6 per wake-up, hours of running) that one run has not
+seen. ``u`` is the latency with about 1 % of the samples at or above it (at most
+``max_exceedances`` of them, so that a long run fits its far tail rather than its
+shoulder); fewer than ``min_exceedances`` (50) there, and there is no fit: a run needs
+5000 wake-ups for one.
+
+*Binned likelihood.* The samples are only known to 1 µs: a count in bucket ``b`` is a
+latency in ``[b, b+1)``. Taking bucket numbers for exact values would bias σ low by up
+to half a bucket (by a third for an exponential tail 1.2 µs wide), so each bucket
+contributes
+``count * log(F(b+1-u) - F(b-u))`` (an interval-censored likelihood), and the fit costs one
+term per non-empty bucket whatever the run's length. Samples past the range are only known
+to be ``>= RANGE``: they are right-censored at ``RANGE``, and since the JSON gives the true
+maximum ``M``, the ``k`` overflows contribute ``log((S(R)-S(M+1))^k - (S(R)-S(M))^k)``
+(all of them in ``[RANGE, M+1)``, the largest in ``[M, M+1)``). Dropping them, or counting
+them at ``RANGE``, would make a bad tail look good.
+
+The bound (the latency exceeded with a chosen probability per wake-up) gets a
+profile-likelihood confidence interval: for each candidate bound the likelihood is
+maximised over the shape with the scale tied to the bound, and the interval holds the
+bounds within ``chi2(1)`` of the best. Profile intervals follow the asymmetry of return
+levels (much longer above than below), which a normal approximation misses. The rate of
+exceedances ``N_u / n`` is taken as known; its relative error ``1/sqrt(N_u)`` is small
+beside the shape's. A chi-square test on the exceedances (grouped into bins of equal fitted
+probability) warns when the tail is not a GPD, e.g. a second mode of latencies from one
+rare source, where the bound extrapolates the wrong shape.
+
+**Regression test: hierarchical bootstrap of a tail quantile.** A high quantile (p99.9
+by default) of the candidate run is compared with that of the baseline (the last runs of
+the same board, flavour and scenario), by nearest rank as the gate reports percentiles.
+Its sampling distribution comes from resampling the histograms: a multinomial draw of the
+bucket counts is exactly a bootstrap resample of the samples, at a cost that does not
+grow with the sample count. Runs differ by more than their sampling noise (boot-time
+placement, caches, firmware), so a bootstrap of one merged baseline histogram would call
+ordinary run-to-run variation a regression. The baseline is therefore resampled in two
+levels, runs with replacement and then each drawn run's buckets (its spread widened by
+N/(N-1), what resampling N runs loses); and the candidate, a single run, gets a run-to-run
+offset too, normal with the between-run variance the baseline shows beyond its own
+sampling noise (the runs' quantiles' variance less their bootstrap variance). The
+difference candidate − baseline is a ``regression`` when its whole confidence interval
+lies above a practical tolerance, ``no change`` when the interval lies below it (an
+improvement is no regression), and ``inconclusive`` otherwise, with how much longer the
+candidate would have to run for the interval to resolve the difference seen: the
+candidate's share of the variance shrinks as ``1/n`` while the baseline's share and the
+run-to-run spread stay (when they alone are too wide, no length will do, and the message
+says so).
+
+The defaults (95 % interval, tolerance 5 % of the baseline's quantile but at least 1 µs,
+5 baseline runs expected) were tuned with ``bench/verdict_quality.py``: about 0.5 % false
+fails on A/A comparisons, and a tail 50 % wider found in 82-98 % of single runs of 10^6
+wake-ups, where a gate on the maximum, even one calibrated to 1 % false fails, finds it in
+at most a third of them at any length up to 10^13. With 3 % run-to-run spread, one run
+cannot resolve a tail 30 % wider against 5 baseline runs (a third to two thirds are
+found, at any length); more runs can, and so can a board whose runs are alike.
+
+A quantile among the overflows is only known to be ``>= RANGE``. The bootstrap then uses
+``RANGE``, a lower bound for the candidate's quantile and so for the difference (a
+``regression`` can still be proven) and an upper bound for the difference when it is the
+baseline's (``no change`` can still be proven); any other outcome is inconclusive, and a
+longer run does not help (a larger ``-h`` does).
+"""
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from fractions import Fraction
+from typing import Any
+
+import attr
+import numpy as np
+from scipy import optimize
+from scipy import stats as sps
+
+from .cyclictest import CpuResult, Percentile, nearest_rank, percentiles
+
+DEFAULT_EXCEEDANCE_PROBABILITY = 1e-6
+DEFAULT_QUANTILE = 0.999
+REGRESSION = "regression"
+NO_CHANGE = "no change"
+INCONCLUSIVE = "inconclusive"
+OUTCOMES = (REGRESSION, NO_CHANGE, INCONCLUSIVE)
+# the shapes a fit may take: below -0.5 the likelihood is irregular, and above 1.5 a tail
+# is too heavy for any bound derived from it to mean anything
+_SHAPE_BOUNDS = (-0.5, 1.5)
+_US_PER_HOUR = 3.6e9
+# the negative log-likelihood of parameters the data rule out, finite for the optimisers
+_IMPOSSIBLE = 1e300
+
+
+# ------------------------------------------------------------------ histogram ----
+
+
+def _counts_array(value: object) -> np.ndarray:
+    counts = np.array(value, dtype=np.int64, copy=True)
+    if counts.ndim != 1 or counts.size == 0:
+        raise ValueError(f"histogram counts must be a non-empty 1-D sequence, got shape "
+                         f"{counts.shape}")
+    if (counts < 0).any():
+        raise ValueError("histogram counts must not be negative")
+    # frozen means frozen: a shared array changed in place would change every verdict
+    counts.setflags(write=False)
+    return counts
+
+
+def _non_negative(instance: object, attribute: "attr.Attribute[int]", value: int) -> None:
+    if value < 0:
+        raise ValueError(f"{attribute.name} must not be negative, got {value}")
+
+
+@attr.frozen(eq=False)
+class Histogram:
+    """One CPU's ``-h`` histogram: ``counts[b]`` wake-ups took ``b`` µs (``b .. b+0.999``),
+    ``overflows`` took ``range_us`` µs or more, and the longest took ``max_us`` (None when
+    unknown)."""
+
+    counts: np.ndarray = attr.field(converter=_counts_array)
+    overflows: int = attr.field(converter=int, validator=_non_negative, default=0)
+    max_us: float | None = None
+
+    @classmethod
+    def from_record_cpu(cls, cpu: Mapping[str, Any]) -> "Histogram":
+        """From one entry of a result record's ``cpus`` (sparse ``{"bucket": count}``)."""
+        range_us = cpu.get("histogram_range_us")
+        sparse = cpu.get("histogram")
+        if not isinstance(range_us, int) or range_us <= 0 or not isinstance(sparse, Mapping):
+            raise ValueError("the CPU has no histogram (cyclictest ran without -h)")
+        counts = np.zeros(range_us, dtype=np.int64)
+        for key, count in sparse.items():
+            bucket = int(key)
+            if not 0 <= bucket < range_us:
+                raise ValueError(f"histogram bucket {key!r} outside 0..{range_us - 1}")
+            counts[bucket] = count
+        overflows = cpu.get("overflows") or 0
+        histogram = cls(counts, overflows, cpu.get("max_us"))
+        samples = cpu.get("samples")
+        if samples is not None and samples != histogram.samples:
+            raise ValueError(f"samples {samples} but the histogram and its overflows hold "
+                             f"{histogram.samples}")
+        return histogram
+
+    @classmethod
+    def from_cpu_result(cls, cpu: CpuResult) -> "Histogram":
+        """From one thread of parsed ``cyclictest --json`` output."""
+        if cpu.histogram is None or cpu.histogram_range_us is None:
+            raise ValueError(f"thread {cpu.thread} has no histogram (run without -h)")
+        counts = np.zeros(cpu.histogram_range_us, dtype=np.int64)
+        for bucket, count in cpu.histogram.items():
+            counts[bucket] = count
+        return cls(counts, cpu.overflows or 0, cpu.max_us)
+
+    def to_record_cpu(self) -> dict[str, Any]:
+        """The histogram fields of a result record's CPU entry."""
+        (buckets,) = np.nonzero(self.counts)
+        return {
+            "samples": self.samples, "max_us": self.max_us, "overflows": self.overflows,
+            "histogram_range_us": self.range_us,
+            "histogram": {str(b): int(self.counts[b]) for b in buckets},
+        }
+
+    @property
+    def range_us(self) -> int:
+        return int(self.counts.size)
+
+    @property
+    def samples(self) -> int:
+        return int(self.counts.sum()) + self.overflows
+
+    @property
+    def known_max_us(self) -> float | None:
+        """The maximum, or the highest bucket when nothing overflowed (the JSON's maximum
+        is that bucket then)."""
+        if self.max_us is not None:
+            return self.max_us
+        if self.overflows:
+            return None
+        (buckets,) = np.nonzero(self.counts)
+        return float(buckets[-1]) if buckets.size else None
+
+    def quantile(self, quantile: float | Fraction) -> int | None:
+        """The quantile by nearest rank over all samples, overflows included, as
+        :func:`rtlab.cyclictest.percentiles` takes it; None when it lies among the
+        overflows (its value is then only known to be ``>= range_us``)."""
+        if self.samples == 0:
+            raise ValueError("no samples to take a quantile of")
+        rank = nearest_rank(quantile, self.samples)
+        bucket = int(np.searchsorted(np.cumsum(self.counts), rank))
+        return bucket if bucket < self.range_us else None
+
+    def percentiles(self) -> dict[str, Percentile]:
+        """p50, p99, p99.9 and p99.99 exactly as the gate reports them."""
+        return percentiles(self.counts.tolist(), self.overflows)
+
+    def clipped(self, range_us: int) -> "Histogram":
+        """The histogram a ``-h range_us`` run would have kept: buckets from ``range_us``
+        on become overflows."""
+        if range_us >= self.range_us:
+            return self
+        if range_us <= 0:
+            raise ValueError(f"range_us must be positive, got {range_us}")
+        moved = int(self.counts[range_us:].sum())
+        return Histogram(self.counts[:range_us], self.overflows + moved, self.known_max_us)
+
+    @classmethod
+    def merged(cls, histograms: Iterable["Histogram"]) -> "Histogram":
+        """All samples of several runs (or CPUs) in one histogram, at the smallest range
+        among them."""
+        items = list(histograms)
+        if not items:
+            raise ValueError("nothing to merge")
+        range_us = min(h.range_us for h in items)
+        clipped = [h.clipped(range_us) for h in items]
+        maxima = [h.known_max_us for h in clipped]
+        return cls(
+            np.sum([h.counts for h in clipped], axis=0),
+            sum(h.overflows for h in clipped),
+            None if any(m is None for m in maxima) else max(m for m in maxima if m is not None),
+        )
+
+    def merge(self, *others: "Histogram") -> "Histogram":
+        return Histogram.merged([self, *others])
+
+
+# ----------------------------------------------------------------- tail fit ----
+
+
+@attr.frozen
+class TailEstimate:
+    """What the tail of one CPU's histogram says beyond what the run saw.
+
+    Every figure is None when there was no fit; ``warnings`` then says why.
+    """
+
+    samples: int
+    observed_max_us: float | None
+    # the latency whose crossing ``probability`` is about (the gate's max_us)
+    threshold_us: float | None
+    # the per-wake-up probability the bound is given at
+    exceedance_probability: float
+    confidence: float
+    # u: the fit uses the samples of u µs or more
+    pot_threshold_us: int | None = None
+    tail_samples: int = 0
+    shape: float | None = None
+    scale_us: float | None = None
+    # P(one wake-up's latency is above threshold_us)
+    probability: float | None = None
+    # expected crossings of threshold_us per hour at interval_us
+    per_hour: float | None = None
+    # the latency one wake-up exceeds with exceedance_probability, and its interval
+    # (the upper end is inf when the data allow any tail)
+    bound_us: float | None = None
+    bound_ci_us: tuple[float, float] | None = None
+    # the chi-square test of the fit on the exceedances (None when too few bins to test)
+    fit_p_value: float | None = None
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def fitted(self) -> bool:
+        return self.shape is not None
+
+
+@attr.frozen
+class _Tail:
+    """The exceedances of one histogram over u, in units of excess over u."""
+
+    u: int
+    n: int
+    exceedances: int
+    # non-empty in-range buckets: lower edges (b - u) and counts
+    lower: np.ndarray
+    counts: np.ndarray
+    overflow_at: float
+    overflows: int
+    # the maximum's lower edge (M - u), when overflows exist and M is known
+    max_at: float | None
+
+    def log_survival(self, y: np.ndarray | float, shape: float, scale: float) -> np.ndarray:
+        y = np.asarray(y, dtype=float)
+        if abs(shape) < 1e-9:
+            return -y / scale
+        z = shape * y / scale
+        with np.errstate(divide="ignore", invalid="ignore"):
+            result = -np.log1p(z) / shape
+        # past the end point of a bounded tail (shape < 0) nothing survives
+        return np.where(1 + z > 0, result, -np.inf)
+
+    def nll(self, shape: float, scale: float) -> float:
+        """Negative log-likelihood of the exceedances, interval-censored per bucket and
+        right-censored (or bounded by the maximum) past the range."""
+        if not scale > 0 or not math.isfinite(scale):
+            return math.inf
+        low = self.log_survival(self.lower, shape, scale)
+        if np.isneginf(low).any():
+            return math.inf
+        high = self.log_survival(self.lower + 1.0, shape, scale)
+        with np.errstate(divide="ignore"):
+            log_p = low + np.log(-np.expm1(high - low))
+        total = float(self.counts @ log_p) if self.counts.size else 0.0
+        if self.overflows:
+            total += self._overflow_log_likelihood(shape, scale)
+        return -total if math.isfinite(total) else math.inf
+
+    def _overflow_log_likelihood(self, shape: float, scale: float) -> float:
+        at_range = float(self.log_survival(self.overflow_at, shape, scale))
+        if self.max_at is None:
+            return self.overflows * at_range
+        at_max, past_max = (float(v) for v in
+                            self.log_survival([self.max_at, self.max_at + 1.0], shape, scale))
+        # A: all k in [R, M+1); B: all k in [R, M); the largest in [M, M+1) is A^k - B^k
+        log_a = _log_difference(at_range, past_max)
+        log_b = _log_difference(at_range, at_max)
+        if log_a == -math.inf or at_max == -math.inf:
+            return -math.inf
+        ratio = math.exp(self.overflows * (log_b - log_a)) if log_b > -math.inf else 0.0
+        if ratio >= 1.0:
+            return -math.inf
+        return self.overflows * log_a + math.log1p(-ratio)
+
+    def expected_counts(self, shape: float, scale: float, range_us: int) -> np.ndarray:
+        """Fitted counts in every bucket from u to the range, and past it (last entry)."""
+        edges = np.arange(0, range_us - self.u + 1, dtype=float)
+        surv = np.exp(self.log_survival(edges, shape, scale))
+        return self.exceedances * np.append(-np.diff(surv), surv[-1])
+
+
+def _log_difference(log_x: float, log_y: float) -> float:
+    """log(x - y) from log x and log y, -inf when y >= x."""
+    if not log_y < log_x:
+        return -math.inf
+    return log_x + math.log(-math.expm1(log_y - log_x)) if log_y > -math.inf else log_x
+
+
+def _pot_threshold(hist: Histogram, tail_fraction: float,
+                   max_exceedances: int) -> tuple[int | None, int]:
+    """u: the latency of the sample ranked ``tail_fraction * samples`` (at most
+    ``max_exceedances``) from the top, so that at least that many samples are u or more
+    (None when that sample overflowed); and that rank."""
+    target = min(max(round(tail_fraction * hist.samples), 1), max_exceedances)
+    return hist.quantile(Fraction(hist.samples - target + 1, hist.samples)), target
+
+
+def tail_estimate(
+    hist: Histogram,
+    threshold_us: float | None,
+    exceedance_probability: float = DEFAULT_EXCEEDANCE_PROBABILITY,
+    *,
+    interval_us: float | None = None,
+    confidence: float = 0.95,
+    tail_fraction: float = 0.01,
+    min_exceedances: int = 50,
+    max_exceedances: int = 20_000,
+) -> TailEstimate:
+    """Fit a GPD to the histogram's samples above its ~99th percentile (binned,
+    overflow-censored likelihood) and estimate:
+
+    * ``probability``: that one wake-up's latency is above ``threshold_us`` (reported in
+      whole µs as cyclictest does, so above means ``>= floor(threshold_us) + 1``), and
+      ``per_hour``: how often that happens in an hour of wake-ups every ``interval_us``;
+    * ``bound_us``: the latency one wake-up exceeds with ``exceedance_probability``, with
+      a profile-likelihood confidence interval at ``confidence``.
+
+    A bound inside the data (``exceedance_probability`` at or above the fraction fitted)
+    is the empirical quantile, with the order-statistics interval.
+    """
+    if not 0 < exceedance_probability < 1:
+        raise ValueError(f"exceedance_probability must be in (0, 1), got "
+                         f"{exceedance_probability}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    n = hist.samples
+    base = TailEstimate(samples=n, observed_max_us=hist.known_max_us, threshold_us=threshold_us,
+                        exceedance_probability=exceedance_probability, confidence=confidence)
+    if n == 0:
+        return attr.evolve(base, warnings=("no samples",))
+    u, target = _pot_threshold(hist, tail_fraction, max_exceedances)
+    if u is None:
+        return attr.evolve(base, warnings=(
+            f"the tail lies past the histogram range: {hist.overflows} of {n} samples are "
+            f">= {hist.range_us} µs, so the {target} largest, which the fit starts from, "
+            "all overflowed; rerun cyclictest with a larger -h",))
+    exceedances = int(hist.counts[u:].sum()) + hist.overflows
+    if exceedances < min_exceedances:
+        return attr.evolve(base, pot_threshold_us=u, tail_samples=exceedances, warnings=(
+            f"too few tail samples ({exceedances}) for a fit: {min_exceedances} needed "
+            f"at or above the {u} µs threshold; run longer",))
+    (buckets,) = np.nonzero(hist.counts[u:])
+    max_us = hist.known_max_us
+    tail = _Tail(
+        u=u, n=n, exceedances=exceedances, lower=buckets.astype(float),
+        counts=hist.counts[u:][buckets].astype(float), overflow_at=float(hist.range_us - u),
+        overflows=hist.overflows,
+        max_at=(float(math.floor(max_us)) - u
+                if hist.overflows and max_us is not None and max_us >= hist.range_us else None),
+    )
+    distinct = buckets.size + (1 if hist.overflows else 0)
+    if distinct < 3:
+        return attr.evolve(base, pot_threshold_us=u, tail_samples=exceedances, warnings=(
+            f"the tail spans only {distinct} distinct latencies above {u} µs: too coarse "
+            "for a fit",))
+    warnings: list[str] = []
+    if hist.overflows * 2 > exceedances:
+        warnings.append(f"{hist.overflows} of the {exceedances} tail samples overflowed the "
+                        f"{hist.range_us} µs histogram: the fit rests mostly on censored data;"
+                        " rerun with a larger -h")
+    shape, scale, best = _fit(tail)
+    if shape >= _SHAPE_BOUNDS[1] - 1e-3 or shape <= _SHAPE_BOUNDS[0] + 1e-3:
+        warnings.append(f"the shape hit its limit (ξ = {shape:.2f}): the fit is unreliable")
+    elif shape > 0.5:
+        warnings.append(f"heavy tail (shape ξ = {shape:.2f} > 0.5): the bound is unreliable")
+    fit_p = _goodness_of_fit(tail, shape, scale, hist.range_us)
+    if fit_p is not None and fit_p < 0.01:
+        warnings.append(f"poor fit: the tail above {u} µs does not follow a generalised "
+                        f"Pareto distribution (chi-square p = {fit_p:.2g})")
+    rate = exceedances / n
+
+    probability = per_hour = None
+    if threshold_us is not None:
+        above = math.floor(threshold_us) + 1
+        if above >= u:
+            probability = rate * float(np.exp(tail.log_survival(above - u, shape, scale)))
+        else:
+            probability = (int(hist.counts[above:].sum()) + hist.overflows) / n
+        if interval_us is not None:
+            per_hour = probability * _US_PER_HOUR / interval_us
+
+    p = exceedance_probability
+    if p >= rate:
+        bound, interval = _empirical_bound(hist, p, confidence)
+    else:
+        bound = u + _gpd_excess(shape, scale, rate / p)
+        interval = _profile_interval(tail, bound, best, rate / p, confidence)
+        if math.isinf(interval[1]):
+            warnings.append("the bound's upper confidence limit is unbounded: the data allow "
+                            "an arbitrarily heavy tail")
+        if 1 / p >= 100 * n:
+            warnings.append(f"the bound extrapolates {1 / (p * n):.0f}× beyond the run's "
+                            f"{n} samples")
+    return attr.evolve(
+        base, pot_threshold_us=u, tail_samples=exceedances, shape=shape, scale_us=scale,
+        probability=probability, per_hour=per_hour, bound_us=bound, bound_ci_us=interval,
+        fit_p_value=fit_p, warnings=tuple(warnings),
+    )
+
+
+def _gpd_excess(shape: float, scale: float, ratio: float) -> float:
+    """The excess over u exceeded with probability 1/ratio within the tail."""
+    log_ratio = math.log(ratio)
+    if abs(shape) < 1e-9:
+        return scale * log_ratio
+    return scale * math.expm1(shape * log_ratio) / shape
+
+
+def _fit(tail: _Tail) -> tuple[float, float, float]:
+    """Maximum likelihood (shape, scale, nll), starting from the exponential fit."""
+    mean_excess = (float(tail.counts @ (tail.lower + 0.5)) + tail.overflows * (
+        tail.max_at if tail.max_at is not None else tail.overflow_at)) / tail.exceedances
+    start_scale = max(mean_excess, 0.5)
+
+    def objective(theta: np.ndarray) -> float:
+        # finite, so that Nelder-Mead's convergence test (differences) stays defined
+        return min(tail.nll(float(theta[0]), math.exp(float(theta[1]))), _IMPOSSIBLE)
+
+    best: optimize.OptimizeResult | None = None
+    # the likelihood can have a second, worse optimum at a bounded tail: two starts
+    for start_shape in (0.1, -0.2):
+        result = optimize.minimize(
+            objective, np.array([start_shape, math.log(start_scale)]), method="Nelder-Mead",
+            bounds=[_SHAPE_BOUNDS, (math.log(1e-3), math.log(1e7))],
+            options={"xatol": 1e-5, "fatol": 1e-7, "maxiter": 2000},
+        )
+        if best is None or result.fun < best.fun:
+            best = result
+    assert best is not None
+    return float(best.x[0]), math.exp(float(best.x[1])), float(best.fun)
+
+
+def _profile_interval(tail: _Tail, bound: float, best: float, ratio: float,
+                      confidence: float) -> tuple[float, float]:
+    """The bounds whose profile likelihood is within chi2(1, confidence)/2 of the best:
+    for a bound x the scale is fixed by x and the shape, and the shape is optimised."""
+    limit = best + sps.chi2.ppf(confidence, 1) / 2
+    log_ratio = math.log(ratio)
+    # the profile is flat in tiny steps of the bound: search in excess over u
+    excess = bound - tail.u
+
+    def profile(x: float) -> float:
+        def nll(shape: float) -> float:
+            tied = (x * shape / math.expm1(shape * log_ratio) if abs(shape) > 1e-9
+                    else x / log_ratio)
+            return tail.nll(shape, tied)
+
+        result = optimize.minimize_scalar(nll, bounds=_SHAPE_BOUNDS, method="bounded",
+                                          options={"xatol": 1e-4})
+        return min(float(result.fun), _IMPOSSIBLE) - limit
+
+    low_end = excess * 1e-6
+    low = optimize.brentq(profile, low_end, excess, xtol=1e-3 * excess) \
+        if profile(low_end) > 0 else low_end
+    high = math.inf
+    step = excess
+    for _ in range(40):
+        if profile(excess + step) > 0:
+            high = optimize.brentq(profile, excess + step / 2 if step > excess else excess,
+                                   excess + step, xtol=1e-3 * excess)
+            break
+        step *= 2
+    return (tail.u + low, tail.u + high)
+
+
+def _empirical_bound(hist: Histogram, p: float, confidence: float) -> tuple[float,
+                                                                         tuple[float, float]]:
+    """The nearest-rank quantile 1 - p, and the order statistics that bracket it with
+    ``confidence`` (binomial, normal approximation); overflows read as inf."""
+    n = hist.samples
+    z = sps.norm.ppf((1 + confidence) / 2)
+    spread = z * math.sqrt(n * p * (1 - p))
+    centre = n * (1 - p)
+
+    def value(rank: float) -> float:
+        bucket = hist.quantile(Fraction(min(max(math.ceil(rank), 1), n), n))
+        return math.inf if bucket is None else float(bucket)
+
+    return value(centre), (value(centre - spread), value(centre + spread))
+
+
+def _goodness_of_fit(tail: _Tail, shape: float, scale: float, range_us: int) -> float | None:
+    """Chi-square p-value of observed against fitted exceedance counts, in up to 10
+    groups of about equal fitted count (each at least 5), the overflows one of them."""
+    expected = tail.expected_counts(shape, scale, range_us)
+    observed = np.zeros_like(expected)
+    observed[(tail.lower).astype(int)] = tail.counts
+    observed[-1] = tail.overflows
+    groups = int(min(10, tail.exceedances // 5))
+    if groups < 4:
+        return None
+    size = max(tail.exceedances / groups, 5.0)
+    # group consecutive buckets; the overflow entry joins the last group if too small
+    cum = np.cumsum(expected)
+    group_of = np.minimum((cum - expected / 2) // size, groups - 1).astype(int)
+    obs = np.bincount(group_of, weights=observed)
+    exp = np.bincount(group_of, weights=expected)
+    keep = exp > 0
+    obs, exp = obs[keep], exp[keep]
+    # a small last group (little fitted mass left past the range) joins the one before
+    while exp.size > 1 and exp[-1] < 5:
+        obs = np.append(obs[:-2], obs[-2:].sum())
+        exp = np.append(exp[:-2], exp[-2:].sum())
+    dof = exp.size - 1 - 2
+    if dof < 1:
+        return None
+    statistic = float(((obs - exp) ** 2 / exp).sum())
+    return float(sps.chi2.sf(statistic, dof))
+
+
+# ----------------------------------------------------------------- comparison ----
+
+
+@attr.frozen
+class Comparison:
+    """A candidate run's tail quantile against its baseline's."""
+
+    outcome: str
+    quantile: float
+    # the quantiles in µs; None: past the histogram's range (only known to be >= range_us)
+    candidate_us: int | None
+    baseline_us: int | None
+    range_us: int
+    # candidate - baseline, a quantile past the range taken at range_us
+    difference_us: float
+    ci_us: tuple[float, float]
+    confidence: float
+    tolerance_us: float
+    baseline_runs: int
+    # the baseline's run-to-run spread (standard deviation) beyond sampling noise
+    run_spread_us: float
+    # inconclusive: run the candidate about this many times longer (inf: more samples of
+    # the candidate cannot settle it); None otherwise
+    longer: float | None
+    message: str
+    warnings: tuple[str, ...] = ()
+
+
+def quantile_name(quantile: float) -> str:
+    """0.999 -> "p99.9"."""
+    return f"p{float(Fraction(repr(float(quantile))) * 100):g}"
+
+
+def compare(
+    candidate: Histogram,
+    baseline: Histogram | Sequence[Histogram],
+    *,
+    quantile: float = DEFAULT_QUANTILE,
+    tolerance_relative: float = 0.05,
+    tolerance_us: float = 1.0,
+    confidence: float = 0.95,
+    resamples: int = 1000,
+    seed: int | np.random.Generator = 0,
+) -> Comparison:
+    """Compare the ``quantile`` (nearest rank) of ``candidate`` with that of the baseline
+    runs, merged, by a hierarchical bootstrap of the difference (see the module's
+    docstring). The tolerance is ``max(tolerance_us, tolerance_relative * baseline)``; a
+    difference within it is no regression. Histograms of different ranges are compared at
+    the smallest one."""
+    if not 0 < quantile < 1:
+        raise ValueError(f"quantile must be in (0, 1), got {quantile}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    if resamples < 100:
+        raise ValueError(f"resamples must be at least 100, got {resamples}")
+    runs = [baseline] if isinstance(baseline, Histogram) else list(baseline)
+    if not runs:
+        raise ValueError("the baseline has no runs")
+    range_us = min(h.range_us for h in (candidate, *runs))
+    cand = candidate.clipped(range_us)
+    runs = [h.clipped(range_us) for h in runs]
+    if cand.samples == 0 or any(h.samples == 0 for h in runs):
+        raise ValueError("a histogram without samples cannot be compared")
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    q = Fraction(repr(float(quantile)))
+    alpha = 1 - confidence
+    name = quantile_name(quantile)
+
+    values, categories = _categories([cand, *runs], q)
+    probs_c, *probs_runs = categories
+    sizes = np.array([h.samples for h in runs], dtype=np.int64)
+
+    cand_rep = _quantiles(rng.multinomial(cand.samples, probs_c, size=resamples),
+                          np.full(resamples, cand.samples), q, values)
+    picks = rng.multinomial(len(runs), np.full(len(runs), 1 / len(runs)), size=resamples)
+    merged_rep = sum(rng.multinomial(picks[:, i] * sizes[i], probs)
+                     for i, probs in enumerate(probs_runs))
+    base_rep = _quantiles(np.asarray(merged_rep), picks @ sizes, q, values)
+
+    merged = Histogram.merged(runs)
+    cand_q, base_q = cand.quantile(q), merged.quantile(q)
+    # censored replicates make the difference a lower bound (candidate) or an upper bound
+    # (baseline); a verdict may rest only on the end of the interval they cannot move
+    cand_censored = cand_q is None or float(np.mean(cand_rep >= range_us)) > alpha / 2
+    base_censored = base_q is None or float(np.mean(base_rep >= range_us)) > alpha / 2
+
+    warnings: list[str] = []
+    spread = 0.0
+    if len(runs) >= 2:
+        # between-run variance = the variance of the runs' quantiles less what their own
+        # sampling noise explains
+        run_values = np.array([_value(h.quantile(q), range_us) for h in runs], dtype=float)
+        within = np.mean([
+            np.var(_quantiles(rng.multinomial(h.samples, probs, size=resamples // 4),
+                              np.full(resamples // 4, h.samples), q, values))
+            for h, probs in zip(runs, probs_runs, strict=True)])
+        spread = math.sqrt(max(0.0, float(np.var(run_values, ddof=1)) - float(within)))
+        # resampling N runs with replacement spreads their mean by only (N-1)/N of its
+        # variance
+        centre = float(_value(base_q, range_us))
+        base_rep = centre + (base_rep - centre) * math.sqrt(len(runs) / (len(runs) - 1))
+    else:
+        warnings.append("one baseline run: its run-to-run spread is unknown, so the verdict "
+                        "allows for sampling noise only")
+    offset = rng.normal(0.0, spread, size=resamples) if spread > 0 else 0.0
+    diffs = cand_rep + offset - base_rep
+    low, high = (float(v) for v in np.quantile(diffs, [alpha / 2, 1 - alpha / 2]))
+    difference = float(_value(cand_q, range_us) - _value(base_q, range_us))
+    tolerance = max(tolerance_us, tolerance_relative * _value(base_q, range_us))
+
+    longer = None
+    if low > tolerance and not base_censored:
+        outcome = REGRESSION
+    elif high <= tolerance and not cand_censored:
+        outcome = NO_CHANGE
+    else:
+        outcome = INCONCLUSIVE
+        if cand_censored or base_censored:
+            warnings.append(f"the {name} lies past the {range_us} µs histogram range: rerun "
+                            "with a larger -h, or compare a lower quantile")
+        else:
+            longer = _longer(difference, tolerance, low, high, float(np.var(cand_rep)),
+                             float(np.var(diffs)))
+
+    def shown(value: int | None) -> str:
+        return f">= {range_us} µs" if value is None else f"{value} µs"
+
+    verdict = outcome
+    if longer is not None:
+        verdict += (f" — run about {math.ceil(longer)}× longer" if math.isfinite(longer)
+                    else " — a longer run cannot settle it: the baseline's run-to-run spread "
+                         "dominates; compare against more baseline runs")
+    message = (f"{verdict}: {name} {shown(cand_q)} vs baseline {shown(base_q)} "
+               f"({len(runs)} run{'s' if len(runs) != 1 else ''}): {difference:+g} µs, "
+               f"{confidence:.0%} CI {low:+.1f} to {high:+.1f} µs, tolerance "
+               f"{tolerance:.1f} µs")
+    return Comparison(
+        outcome=outcome, quantile=quantile, candidate_us=cand_q, baseline_us=base_q,
+        range_us=range_us, difference_us=difference, ci_us=(low, high),
+        confidence=confidence, tolerance_us=tolerance, baseline_runs=len(runs),
+        run_spread_us=spread, longer=longer, message=message, warnings=tuple(warnings),
+    )
+
+
+def _value(bucket: int | None, range_us: int) -> int:
+    return range_us if bucket is None else bucket
+
+
+def _categories(hists: Sequence[Histogram], q: Fraction) -> tuple[np.ndarray,
+                                                                list[np.ndarray]]:
+    """The histograms' bucket probabilities, reduced to the buckets a resampled quantile
+    can land in, and the value (µs; ``range_us`` for the overflows) of each.
+
+    A resample's quantile stays within 8 binomial standard deviations of q, so the
+    buckets below (and above) that band are pooled into one category each: pooling
+    categories leaves the multinomial distribution of the others exactly as it was, and
+    the resampling then costs the same for 10^4 samples as for 10^8. Buckets empty in
+    every histogram are dropped.
+    """
+    range_us = hists[0].range_us
+    counts = np.array([np.append(h.counts, h.overflows) for h in hists], dtype=float)
+    sizes = counts.sum(axis=1)
+    margin = 8 * np.sqrt(float(q) * (1 - float(q)) / sizes)
+    fraction = np.cumsum(counts, axis=1) / sizes[:, None]
+    # low: every bucket up to it holds too little for the quantile in every histogram;
+    # high: every bucket from it on lies beyond it
+    (low_ok,) = np.nonzero((fraction <= (float(q) - margin)[:, None]).all(axis=0))
+    low = int(low_ok[-1]) + 1 if low_ok.size else 0
+    (high_ok,) = np.nonzero((fraction[:, :-1] >= (float(q) + margin)[:, None]).all(axis=0))
+    high = int(high_ok[0]) + 1 if high_ok.size else range_us + 1
+    high = max(high, low + 1)
+    middle = np.arange(low, high)
+    middle = middle[counts[:, low:high].any(axis=0)]
+    # a pooled category's value is never the answer; below and above the band if it were
+    values = np.concatenate(([max(low - 1, 0)], middle, [high])).astype(float)
+    pooled = np.column_stack((counts[:, :low].sum(axis=1), counts[:, middle],
+                              counts[:, high:].sum(axis=1)))
+    return values, list(pooled / sizes[:, None])
+
+
+def _quantiles(resampled: np.ndarray, totals: np.ndarray, q: Fraction,
+               values: np.ndarray) -> np.ndarray:
+    """The nearest-rank quantile of each resampled histogram (one per row)."""
+    ranks = np.empty(totals.shape, dtype=np.int64)
+    for total in np.unique(totals):
+        ranks[totals == total] = nearest_rank(q, int(total))
+    index = (np.cumsum(resampled, axis=1) < ranks[:, None]).sum(axis=1)
+    return values[index].astype(float)
+
+
+def _longer(difference: float, tolerance: float, low: float, high: float,
+            candidate_var: float, total_var: float) -> float:
+    """How many times longer the candidate must run for the interval to exclude the
+    tolerance, if the difference stays: only the candidate's share of the variance
+    shrinks (as 1/n)."""
+    if difference > tolerance:
+        half, room = difference - low, difference - tolerance
+    else:
+        half, room = high - difference, tolerance - difference
+    if half <= 0 or room <= 0 or candidate_var <= 0 or total_var <= 0:
+        return math.inf
+    allowed = total_var * (room / half) ** 2 - (total_var - candidate_var)
+    if allowed <= 0:
+        return math.inf
+    return max(1.0, candidate_var / allowed)
