@@ -263,6 +263,9 @@ def parser() -> argparse.ArgumentParser:
     from .store.cli import register as register_results
 
     register_results(sub)
+    from .report.cli import register as register_report
+
+    register_report(sub)
 
     demo = sub.add_parser("demo", help="the main job on the virtual rack")
     demo.add_argument("--out", default="out")

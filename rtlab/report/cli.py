@@ -1,0 +1,104 @@
+"""``rtlab report``: the store's latest cases, trends and comparisons as HTML + PNGs, a
+GitLab metrics file and a markdown summary."""
+
+import argparse
+import os
+from pathlib import Path
+
+from ..store import URL_VARIABLE, default_url, open_store
+from .selection import DEFAULT_BASELINE_RUNS, DEFAULT_MAX_SERIES, Selection
+
+
+def _report_link(out_dir: Path) -> str | None:
+    """In a GitLab job, where the page will be among the job's artifacts (the folder
+    must be inside the checkout for GitLab to keep it)."""
+    job_url, project_dir = os.environ.get("CI_JOB_URL"), os.environ.get("CI_PROJECT_DIR")
+    if not job_url or not project_dir:
+        return None
+    try:
+        relative = (out_dir.resolve() / "report.html").relative_to(Path(project_dir).resolve())
+    except ValueError:
+        return None
+    return f"{job_url}/artifacts/file/{relative.as_posix()}"
+
+
+def _report(args: argparse.Namespace) -> int:
+    from .build import write_report
+    from .data import group_name
+
+    if args.baseline_runs < 0 or args.max_series < 0:
+        raise ValueError("--baseline-runs and --max-series must not be negative")
+    selection = Selection(
+        boards=tuple(args.board), flavours=tuple(args.flavour),
+        candidate_ref=args.candidate_ref, candidate_pipeline=args.candidate_pipeline,
+        baseline_ref=args.baseline_ref, baseline_runs=args.baseline_runs,
+        max_series=args.max_series, tail_estimates=args.tail_estimates)
+    out_dir = Path(args.out)
+    store = open_store(args.db)
+    try:
+        written = write_report(store, out_dir, selection,
+                               thresholds_path=Path(args.thresholds) if args.thresholds
+                               else None,
+                               report_link=args.report_url or _report_link(out_dir))
+    finally:
+        store.close()
+    data = written.data
+    counts = ", ".join(f"{count} {verdict}" for verdict, count in data.counts().items()
+                       if count)
+    print(f"{len(data.rows)} series ({counts or 'none stored'}); "
+          f"{len(data.regressions)} regression(s) against {selection.baseline_ref}")
+    print(f"report:  {written.html} ({len(written.pngs)} figures beside it)")
+    print(f"metrics: {written.metrics}")
+    print(f"summary: {written.summary}")
+    if data.left_out:
+        print(f"not plotted (--max-series {selection.max_series}): "
+              + ", ".join(group_name(g) for g in data.left_out))
+    for row in data.gating_regressions:
+        print(f"gating regression: {row.case.name}: {row.comparison.message} "
+              "(thresholds.yaml statistics: gating)")
+    # thresholds stay the gate of each case; a regression fails the pipeline only where
+    # thresholds.yaml makes the statistical verdict gating
+    return 1 if data.gating_regressions else 0
+
+
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    report = sub.add_parser(
+        "report", help="HTML report with latency histograms, trends and candidate vs "
+                       "baseline, a GitLab metrics file and a merge-request summary",
+        description="Write report.html (self-contained, figures embedded), the figures as "
+                    "PNG files, metrics.txt (OpenMetrics, for GitLab's reports: metrics) "
+                    "and summary.md (for a merge-request comment) from the results store.")
+    report.add_argument("--db", default=None,
+                        help=f"results database URL (default: ${URL_VARIABLE}, else "
+                             f"{default_url()})")
+    report.add_argument("--out", default="report", help="output folder (default: report)")
+    report.add_argument("--board", action="append", default=[],
+                        help="only this board (repeatable; default: all)")
+    report.add_argument("--flavour", action="append", default=[],
+                        help="only this kernel flavour (repeatable; default: all)")
+    candidate = report.add_mutually_exclusive_group()
+    candidate.add_argument("--candidate-ref",
+                           help="the candidate is the newest run on this branch (e.g. a "
+                                "merge request's source branch); default: the newest run "
+                                "of each series")
+    candidate.add_argument("--candidate-pipeline",
+                           help="the candidate is this pipeline's run (CI_PIPELINE_ID)")
+    report.add_argument("--baseline-ref", default="main",
+                        help="branch whose runs are the baseline (default: main)")
+    report.add_argument("--baseline-runs", type=int, default=DEFAULT_BASELINE_RUNS,
+                        help=f"how many of its newest runs (default: {DEFAULT_BASELINE_RUNS})")
+    report.add_argument("--thresholds",
+                        help="thresholds file whose limits the trends draw (default: the "
+                             "repository's thresholds.yaml)")
+    report.add_argument("--max-series", type=int, default=DEFAULT_MAX_SERIES,
+                        help="draw figures for at most this many series, whole board × "
+                             "flavour × scenario groups at a time, failures and errors "
+                             f"first (default: {DEFAULT_MAX_SERIES}; 0: no figures); the "
+                             "report lists the groups left out")
+    report.add_argument("--tail-estimates", action="store_true",
+                        help="add a tail estimate per case (peaks over threshold: chance "
+                             "of crossing max_us per hour); about 0.1 s per case")
+    report.add_argument("--report-url",
+                        help="link to the page in summary.md (default in a GitLab job: "
+                             "its artifact URL)")
+    report.set_defaults(func=_report)

@@ -1,0 +1,145 @@
+"""The short markdown a merge-request comment carries: verdict counts, the failing cases
+with figure against limit, errors apart from failures, regressions against the baseline,
+and where the full report is."""
+
+import math
+
+from ..thresholds import format_us
+from .data import CompareResult, ReportData, Row, group_name, group_of, series_name
+
+# what a message could trip GitLab's markdown with mid-line: code, emphasis, links, html,
+# table cells (">" and "#" only mean something at the start of a line, where no text of
+# ours stands)
+_SPECIAL = set("\\`*_{}[]<|")
+MAX_LISTED = 15
+
+
+def md(text: str) -> str:
+    """Text as literal markdown: special characters escaped, one line."""
+    flat = " ".join(str(text).split())
+    return "".join("\\" + c if c in _SPECIAL else c for c in flat)
+
+
+def _code(text: str) -> str:
+    return "`" + str(text).replace("`", "'") + "`"
+
+
+def _us(value: float | None) -> str:
+    return "–" if value is None else format_us(value)
+
+
+def longer_hint(comparison: CompareResult) -> str:
+    if comparison.longer is None:
+        return ""
+    if not math.isfinite(comparison.longer):
+        return "a longer run cannot settle it (compare against more baseline runs)"
+    return f"run about {math.ceil(comparison.longer)}× longer"
+
+
+def _figure_vs_limit(row: Row) -> str:
+    if row.exceeded:
+        return "; ".join(md(str(item)) for item in row.exceeded)
+    return md(row.case.message) or "–"
+
+
+def markdown(data: ReportData, *, report_link: str | None = None, limit: int = MAX_LISTED
+             ) -> str:
+    selection = data.selection
+    counts = data.counts()
+    lines = [f"### rtlab latency report: {md(selection.describe_candidate())}", ""]
+    if not data.rows:
+        lines.append("No stored cases match this report's selection.")
+        return "\n".join(lines) + "\n"
+    shown = " · ".join(f"**{count} {verdict}**" if verdict in ("fail", "error") and count
+                       else f"{count} {verdict}" for verdict, count in counts.items() if count)
+    lines.append(f"{len(data.rows)} series: {shown}")
+    lines.append("")
+
+    failing = data.failing
+    if failing:
+        lines += [f"#### Failing ({len(failing)})", "", "| case | figure vs limit | run |",
+                  "| --- | --- | --- |"]
+        for row in failing[:limit]:
+            lines.append(f"| {_code(row.case.name)} | {_figure_vs_limit(row)} | "
+                         f"{md(_run(row))} |")
+        lines += _more(len(failing), limit) + [""]
+
+    errors = data.errors
+    if errors:
+        lines += [f"#### Errors: the lab, not the kernel ({len(errors)})", ""]
+        for row in errors[:limit]:
+            lines.append(f"- {_code(row.case.name)}: {md(row.case.message) or 'no message'}")
+        lines += _more(len(errors), limit) + [""]
+
+    compared = [row for row in data.rows
+                if row.comparison is not None and row.comparison.outcome is not None]
+    if compared:
+        regressions = [r for r in compared if r.comparison.outcome == "regression"]
+        inconclusive = [r for r in compared if r.comparison.outcome == "inconclusive"]
+        quantile = f"p{selection.quantile * 100:g}"
+        lines.append(f"#### Against {md(selection.baseline_ref)} (last "
+                     f"{selection.baseline_runs} runs, {quantile} of all CPUs' wake-ups)")
+        lines.append("")
+        lines.append(f"{len(regressions)} regression(s), {len(inconclusive)} inconclusive, "
+                     f"{len(compared) - len(regressions) - len(inconclusive)} no change.")
+        listed = regressions + inconclusive
+        if listed:
+            lines += ["", "| case | outcome | candidate | baseline | difference (CI) |",
+                      "| --- | --- | --- | --- | --- |"]
+            for row in listed[:limit]:
+                lines.append(_comparison_line(row))
+            lines += _more(len(listed), limit)
+        lines.append("")
+
+    if data.left_out:
+        lines.append(f"Not plotted (cap of {selection.max_series} series): "
+                     + ", ".join(_code(group_name(g)) for g in data.left_out[:limit])
+                     + (" …" if len(data.left_out) > limit else ""))
+        lines.append("")
+    unplotted = {group_of(row.key) for row in failing} - {g.key for g in data.groups}
+    if unplotted:
+        lines.append("Some failing series are not plotted; narrow the report with --board.")
+        lines.append("")
+    where = f"[report.html]({report_link})" if report_link else "`report.html`"
+    lines.append(f"Histograms, trends and overlays: {where} in this job's artifacts.")
+    return "\n".join(lines) + "\n"
+
+
+def _comparison_line(row: Row) -> str:
+    comparison = row.comparison
+    assert comparison is not None
+    outcome = comparison.outcome or "–"
+    hint = longer_hint(comparison)
+    if hint:
+        outcome += f": {hint}"
+    elif comparison.outcome == "inconclusive" and comparison.warnings:
+        outcome += f": {comparison.warnings[-1]}"
+    ci = comparison.ci_us
+    difference = ("–" if comparison.difference_us is None
+                  else f"{comparison.difference_us:+g} µs"
+                  + (f" ({ci[0]:+.1f} to {ci[1]:+.1f})" if ci else ""))
+    return (f"| {_code(series_name(row.key))} | {md(outcome)} | "
+            f"{md(_quantile(comparison.candidate_us, comparison.range_us))} | "
+            f"{md(_quantile(comparison.baseline_us, comparison.range_us))} | "
+            f"{md(difference)} |")
+
+
+def _quantile(value: int | None, range_us: int | None) -> str:
+    if value is None:
+        return f"≥ {range_us} µs" if range_us else "–"
+    return format_us(value)
+
+
+def _run(row: Row) -> str:
+    case = row.case
+    parts = [case.started.strftime("%Y-%m-%d %H:%M")]
+    if case.pipeline_id:
+        parts.append(f"pipeline {case.pipeline_id}")
+    if case.commit_sha:
+        parts.append(case.commit_sha[:8])
+    return ", ".join(parts)
+
+
+def _more(total: int, limit: int) -> list[str]:
+    # a blank line first: a text line straight after a table would read as one more row
+    return ["", f"… and {total - limit} more in the report"] if total > limit else []
