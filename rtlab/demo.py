@@ -59,7 +59,27 @@ def run_demo(out_dir: Path, duration_s: int, full: bool) -> int:
         print(f"JUnit {outcome.junit}")
     print(f"result records in {out_dir / 'results'}")
     print(f"console logs in {out_dir / 'console'}")
+    report_on_history(out_dir, out_dir.parent / "results.db")
     return 0 if all(o.exit_code == 0 for o in outcomes) else 1
+
+
+def report_on_history(run_dir: Path, db: Path) -> Path:
+    """This demo's records and JUnit into the store that every demo in the same ``--out``
+    shares, then the report over it: each demo adds a point to the trends and is compared
+    with the demos before it (they have no branch, so the baseline is any earlier run)."""
+    from .report.build import write_report
+    from .report.selection import Selection
+    from .store import ingest_folder, open_store
+
+    store = open_store(f"sqlite:///{db.resolve()}")
+    try:
+        _progress(f"results store {db}: {ingest_folder(store, run_dir)}")
+        written = write_report(store, run_dir / "report", Selection(baseline_ref=None))
+    finally:
+        store.close()
+    print(f"report (trends over every demo in {db.parent}): {written.html}")
+    print(f"merge-request summary: {written.summary}")
+    return written.html
 
 
 def format_table(records: list[dict[str, Any]]) -> str:

@@ -46,7 +46,7 @@ def _report(args: argparse.Namespace) -> int:
     counts = ", ".join(f"{count} {verdict}" for verdict, count in data.counts().items()
                        if count)
     print(f"{len(data.rows)} series ({counts or 'none stored'}); "
-          f"{len(data.regressions)} regression(s) against {selection.baseline_ref}")
+          f"{len(data.regressions)} regression(s) against {selection.baseline_name}")
     print(f"report:  {written.html} ({len(written.pngs)} figures beside it)")
     print(f"metrics: {written.metrics}")
     print(f"summary: {written.summary}")

@@ -441,7 +441,7 @@ def _stats_task(key: SeriesKey, candidate: CaseRow | None, baseline_cases: list[
     used = [(case, h) for case, h in ((case, merged(_cpu_histograms(case), _run_label(case)))
                                       for case in runs) if h is not None]
     note = (None if used or selection.baseline_runs == 0 else
-            CompareResult(None, f"no measured baseline on {selection.baseline_ref}", 0))
+            CompareResult(None, f"no measured baseline on {selection.baseline_name}", 0))
     return _StatsTask(key, candidate, cand, tuple(case for case, _ in used),
                       tuple(h for _, h in used), tail_cpu, tail_limit, note,
                       selection.quantile)

@@ -119,7 +119,7 @@ def _tail(row: Row) -> str:
 def _summary_table(data: ReportData) -> str:
     with_tail = any(row.tail is not None for row in data.rows)
     head = ["case", "verdict", "run", "kernel", "max", "p99.9", "avg",
-            "≥ range", "limit (judged by)", f"vs {data.selection.baseline_ref}"]
+            "≥ range", "limit (judged by)", f"vs {data.selection.baseline_name}"]
     if with_tail:
         head.append("tail estimate")
     head.append("message")
@@ -217,7 +217,7 @@ def page(data: ReportData, pictures: Mapping[GroupKey, Sequence[Picture]]) -> st
             f"{len(data.rows)} series, {data.cases_in_store} stored cases"
             + (" · " + "; ".join(scope) if scope else "")
             + f" · candidate: {selection.describe_candidate()} · baseline: last "
-              f"{selection.baseline_runs} runs on {selection.baseline_ref}")
+              f"{selection.baseline_runs} runs on {selection.baseline_name}")
     count_html = "".join(f"<span>{_verdict(verdict)} {count}</span>"
                          for verdict, count in counts.items())
     regressions = len(data.regressions)
@@ -230,7 +230,7 @@ def page(data: ReportData, pictures: Mapping[GroupKey, Sequence[Picture]]) -> st
         "<h1>rtlab latency report</h1>",
         f'<p class="meta">{escape(meta)}</p>',
         f'<p class="counts" id="verdict-counts">{count_html}'
-        f"<span>regressions vs {escape(selection.baseline_ref)}: {regressions}</span></p>",
+        f"<span>regressions vs {escape(selection.baseline_name)}: {regressions}</span></p>",
         "<h2>Summary</h2>",
         _summary_table(data) if data.rows else "<p>No stored cases match.</p>",
         "<h2>Failing cases</h2>",

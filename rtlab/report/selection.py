@@ -20,7 +20,8 @@ class Selection:
     # the candidate: the newest case of each series, or of this ref or pipeline only
     candidate_ref: str | None = None
     candidate_pipeline: str | None = None
-    baseline_ref: str = "main"
+    # None: earlier runs of any ref (a desk's or the demo's runs, which have none)
+    baseline_ref: str | None = "main"
     baseline_runs: int = DEFAULT_BASELINE_RUNS
     # series drawn (histograms, trends, overlays), whole board × flavour × scenario groups
     # at a time, failures first; 0: no figures
@@ -28,6 +29,10 @@ class Selection:
     quantile: float = DEFAULT_QUANTILE
     # tail estimates (a fit per case, ~0.1 s each): off unless asked for
     tail_estimates: bool = False
+
+    @property
+    def baseline_name(self) -> str:
+        return self.baseline_ref if self.baseline_ref is not None else "earlier runs"
 
     def describe_candidate(self) -> str:
         if self.candidate_pipeline is not None:

@@ -77,7 +77,7 @@ def markdown(data: ReportData, *, report_link: str | None = None, limit: int = M
         regressions = [r for r in compared if r.comparison.outcome == "regression"]
         inconclusive = [r for r in compared if r.comparison.outcome == "inconclusive"]
         quantile = f"p{selection.quantile * 100:g}"
-        lines.append(f"#### Against {md(selection.baseline_ref)} (last "
+        lines.append(f"#### Against {md(selection.baseline_name)} (last "
                      f"{selection.baseline_runs} runs, {quantile} of all CPUs' wake-ups)")
         lines.append("")
         lines.append(f"{len(regressions)} regression(s), {len(inconclusive)} inconclusive, "

@@ -23,3 +23,29 @@ def test_rows_show_per_cpu_figures_and_cpus_that_never_woke():
     assert table[1].endswith("fail: CPU1 recorded no wake-up in the 10 s window")
     assert table[2].split() == ["qemu-imx6q", "std", "6.1.0-50-armmp", "idle/1000us",
                                 "28564/5581.35", "28564/5581.35", "pass"]
+
+
+def test_each_demo_adds_to_the_shared_store_and_the_report_covers_them_all(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    from rtlab.demo import report_on_history
+    from rtlab.store import open_store
+    from rtlab.store.query import history
+
+    records = Path(__file__).resolve().parents[1] / "data" / "records" / "vlab-imx6q-rt"
+    first = tmp_path / "demo-1"
+    shutil.copytree(records, first / "results")
+    page = report_on_history(first, tmp_path / "results.db")
+    assert page == first / "report" / "report.html" and page.is_file()
+    assert "qemu-imx6q" in page.read_text()
+    # a second demo folder with the same records adds nothing twice
+    second = tmp_path / "demo-2"
+    shutil.copytree(records, second / "results")
+    report_on_history(second, tmp_path / "results.db")
+    store = open_store(f"sqlite:///{tmp_path / 'results.db'}")
+    try:
+        with store.session() as session:
+            assert len(history(session, board="qemu-imx6q")) == len(list(records.glob("*.json")))
+    finally:
+        store.close()
