@@ -485,6 +485,16 @@ def tail_result(hist: CpuHistogram, limit_us: float | None,
                       estimate.exceedance_probability, estimate.warnings)
 
 
+def run_parts(case: CaseRow) -> list[str]:
+    """When and in which pipeline a case ran, as the table and the summary name its run."""
+    parts = [case.started.strftime("%Y-%m-%d %H:%M")]
+    if case.pipeline_id:
+        parts.append(f"pipeline {case.pipeline_id}")
+    if case.commit_sha:
+        parts.append(case.commit_sha[:8])
+    return parts
+
+
 def _run_label(case: CaseRow) -> str:
     if case.pipeline_id:
         return f"pipeline {case.pipeline_id}"

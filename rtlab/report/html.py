@@ -11,7 +11,7 @@ from html import escape
 import attr
 
 from ..thresholds import format_us
-from .data import GroupKey, ReportData, Row, group_name, series_name
+from .data import GroupKey, ReportData, Row, group_name, run_parts, series_name
 from .summary import longer_hint
 
 
@@ -60,14 +60,9 @@ def _us(value: float | None, *, past_range: int | None = None) -> str:
 
 
 def _run(row: Row) -> str:
-    case = row.case
-    parts = [case.started.strftime("%Y-%m-%d %H:%M")]
-    if case.pipeline_id:
-        parts.append(f"pipeline {case.pipeline_id}")
-    if case.commit_sha:
-        parts.append(case.commit_sha[:8])
-    if case.ref_name:
-        parts.append(case.ref_name)
+    parts = run_parts(row.case)
+    if row.case.ref_name:
+        parts.append(row.case.ref_name)
     return escape(" · ".join(parts))
 
 

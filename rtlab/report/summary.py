@@ -5,7 +5,15 @@ and where the full report is."""
 import math
 
 from ..thresholds import format_us
-from .data import CompareResult, ReportData, Row, group_name, group_of, series_name
+from .data import (
+    CompareResult,
+    ReportData,
+    Row,
+    group_name,
+    group_of,
+    run_parts,
+    series_name,
+)
 
 # what a message could trip GitLab's markdown with mid-line: code, emphasis, links, html,
 # table cells (">" and "#" only mean something at the start of a line, where no text of
@@ -131,13 +139,7 @@ def _quantile(value: int | None, range_us: int | None) -> str:
 
 
 def _run(row: Row) -> str:
-    case = row.case
-    parts = [case.started.strftime("%Y-%m-%d %H:%M")]
-    if case.pipeline_id:
-        parts.append(f"pipeline {case.pipeline_id}")
-    if case.commit_sha:
-        parts.append(case.commit_sha[:8])
-    return ", ".join(parts)
+    return ", ".join(run_parts(row.case))
 
 
 def _more(total: int, limit: int) -> list[str]:
