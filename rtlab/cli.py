@@ -16,11 +16,23 @@ def _image_build(args: argparse.Namespace) -> int:
 
     boards = sorted(BOARD_MODELS) if args.board == "all" else [args.board]
     flavours = list(FLAVOURS) if args.flavour == "all" else [args.flavour]
+    if args.kernel and len(boards) * len(flavours) != 1:
+        raise ValueError("--kernel is the kernel of one board and flavour: give --board "
+                         "and --flavour")
     for board in boards:
         for flavour in flavours:
             artifacts = build_image(board, flavour, paths.debs_dir(), Path(args.out),
-                                    progress=lambda msg: print(msg, flush=True))
+                                    progress=lambda msg: print(msg, flush=True),
+                                    kernel_dir=Path(args.kernel) if args.kernel else None)
             print(f"{board}-{flavour}: {artifacts.sd_image}")
+    return 0
+
+
+def _kernel_fetch(args: argparse.Namespace) -> int:
+    from .vlab.image import fetch_kernel
+
+    fetch_kernel(args.board, args.flavour, paths.debs_dir(), Path(args.out),
+                 progress=lambda msg: print(msg, flush=True))
     return 0
 
 
@@ -83,13 +95,15 @@ def _vlab_fault(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from .runner import Selection, run_suite
 
-    selection = Selection(scenarios=args.scenarios, intervals=args.intervals,
-                          rt_tests=args.rt_tests,
+    # an empty value (a CI variable left empty) means the suite's default, like no option
+    selection = Selection(scenarios=args.scenarios or None, intervals=args.intervals or None,
+                          rt_tests=args.rt_tests or None,
                           suite=Path(args.suite).resolve() if args.suite else None,
                           thresholds=Path(args.thresholds).resolve() if args.thresholds else None)
-    outcome = run_suite(place=args.place, image=Path(args.image), env_file=Path(args.env),
-                        coordinator=args.coordinator, out_dir=Path(args.out),
-                        duration_s=args.duration, selection=selection)
+    outcome = run_suite(place=args.place, board=args.board, image=Path(args.image),
+                        env_file=Path(args.env), coordinator=args.coordinator,
+                        out_dir=Path(args.out), duration_s=args.duration,
+                        selection=selection, reserve_timeout_s=args.reserve_timeout)
     print(f"JUnit: {outcome.junit}\nresults: {outcome.results}")
     return outcome.exit_code
 
@@ -171,7 +185,21 @@ def parser() -> argparse.ArgumentParser:
     build.add_argument("--board", default="all", help="imx6q, rpi3 or all")
     build.add_argument("--flavour", default="all", help="std, rt or all")
     build.add_argument("--out", default=str(paths.images_dir()))
+    build.add_argument("--kernel", help="the build stage's kernel folder (rtlab kernel fetch "
+                                        "--out DIR: DIR/<board>-<flavour>) instead of the "
+                                        "one Debian's metapackage names; one board and "
+                                        "flavour only")
     build.set_defaults(func=_image_build)
+
+    kernel = sub.add_parser("kernel", help="board kernels (the pipeline's build stage)")
+    kernel_sub = kernel.add_subparsers(dest="action", required=True)
+    fetch = kernel_sub.add_parser(
+        "fetch", help="Debian's kernel package for a board and flavour, with kernel.json "
+                      "(what the build stage hands on while no kernel source is configured)")
+    fetch.add_argument("--board", required=True, help="imx6q or rpi3")
+    fetch.add_argument("--flavour", required=True, help="std or rt")
+    fetch.add_argument("--out", default="out/kernel")
+    fetch.set_defaults(func=_kernel_fetch)
 
     vlab = sub.add_parser("vlab", help="the virtual rack")
     vlab_sub = vlab.add_subparsers(dest="action", required=True)
@@ -209,7 +237,12 @@ def parser() -> argparse.ArgumentParser:
     fault.set_defaults(func=_vlab_fault)
 
     run = sub.add_parser("run", help="flash, boot and run the latency suite on one place")
-    run.add_argument("--place", required=True)
+    where = run.add_mutually_exclusive_group(required=True)
+    where.add_argument("--place", help="this place (reserved by name)")
+    where.add_argument("--board", help="any place with this board tag, e.g. imx6q "
+                                       "(qemu-imx6q on the virtual rack)")
+    run.add_argument("--reserve-timeout", type=float, default=3600,
+                     help="seconds to wait for a free place (default 3600)")
     run.add_argument("--image", required=True, help="sdcard.img (with .bmap and manifest)")
     run.add_argument("--env", default=str(paths.REPO_ROOT / "env" / "virtual.yaml"))
     run.add_argument("--coordinator", default="127.0.0.1:20408")
@@ -263,6 +296,10 @@ def parser() -> argparse.ArgumentParser:
     from .store.cli import register as register_results
 
     register_results(sub)
+
+    from .lab.reservation import register as register_reservation
+
+    register_reservation(sub)
     from .report.cli import register as register_report
 
     register_report(sub)

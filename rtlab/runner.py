@@ -15,6 +15,7 @@ from pathlib import Path
 import attr
 
 from .lab.health import HealthBook, ensure_schedulable, record_on_place, run_event
+from .lab.reservation import RESERVATION_FILE, filters_for, reserved
 from .paths import REPO_ROOT, health_dir
 from .results import RUN_ID_VARIABLE, read_record
 
@@ -115,7 +116,8 @@ def run_id(place: str) -> str:
 
 def run_suite(
     *,
-    place: str,
+    place: str | None = None,
+    board: str | None = None,
     image: Path,
     env_file: Path,
     coordinator: str,
@@ -125,21 +127,42 @@ def run_suite(
     selection: Selection = Selection(),
     kind: str = "run",
     health: HealthBook | None = None,
+    reserve_timeout_s: float = 3600.0,
 ) -> RunOutcome:
-    """Run the suite; ``label`` names the JUnit and console files (default: the place).
+    """Run the suite on ``place``, or on whichever place with the board tag ``board`` the
+    coordinator allocates first; ``label`` names the JUnit and console files (default:
+    the place).
+
+    The place is reserved through labgrid's reservation queue first (waiting at most
+    ``reserve_timeout_s`` while people or other jobs hold it; the same queue people use
+    with ``labgrid-client reserve``), then acquired. The reservation is kept in
+    ``out_dir``/reservation.json until it is cancelled, so that a CI job's after_script
+    can clean up after a killed run (``rtlab reservation release``).
 
     ``kind`` "run" refuses a place marked unhealthy; "check" is the health check that
     may run on one. The outcome is counted on from the health the place holds on the
     coordinator (shared by every runner), put back there, and kept in this runner's health
     record (``health``, default the folder of rtlab.paths.health_dir)."""
-    label = label or place
     image = image.resolve()
     if not image.is_file():
         raise FileNotFoundError(f"image {image} does not exist (rtlab image build?)")
     health = health or HealthBook(health_dir())
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with reserved(coordinator, filters_for(place=place, board=board),
+                  timeout_s=reserve_timeout_s, state_file=out_dir / RESERVATION_FILE,
+                  progress=lambda message: print(message, flush=True)) as reservation:
+        assert reservation.place is not None
+        return _run_reserved(place=reservation.place, image=image, env_file=env_file,
+                             coordinator=coordinator, out_dir=out_dir,
+                             duration_s=duration_s, label=label or reservation.place,
+                             selection=selection, kind=kind, health=health)
+
+
+def _run_reserved(*, place: str, image: Path, env_file: Path, coordinator: str,
+                  out_dir: Path, duration_s: int, label: str, selection: Selection,
+                  kind: str, health: HealthBook) -> RunOutcome:
     if kind == "run":
         ensure_schedulable(coordinator, place)
-    out_dir.mkdir(parents=True, exist_ok=True)
     junit = out_dir / f"junit-{label}.xml"
     results = out_dir / "results"
     console_logs = out_dir / "console" / label

@@ -3,8 +3,24 @@
 # host packages, foreign-architecture package lists for the guest images, the Python venv,
 # and the board images. Each step is skipped when already done; downloads are cached under
 # .cache/ (git-ignored), so a second run downloads nothing.
+#
+#   scripts/bootstrap.sh                   every step
+#   scripts/bootstrap.sh packages venv     only these (the CI job image: docker/ci/Dockerfile)
+# RTLAB_PIP_EXTRAS (default dev) names the pyproject extras the venv gets (the exporter
+# image: exporter).
 set -eu
 cd "$(dirname "$0")/.."
+
+ALL_STEPS="packages venv images pipeline-tools"
+STEPS="${*:-$ALL_STEPS}"
+for step in $STEPS; do
+    case " $ALL_STEPS " in
+        *" $step "*) ;;
+        *) echo "[bootstrap] unknown step '$step' (steps: $ALL_STEPS)" >&2; exit 2 ;;
+    esac
+done
+want() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
+EXTRAS="${RTLAB_PIP_EXTRAS:-dev}"
 
 HOST_PACKAGES="qemu-system-arm bmap-tools socat cpio device-tree-compiler mtools dosfstools
 fdisk e2fsprogs xz-utils zstd binutils microcom telnet python3-venv iproute2 procps postgresql"
@@ -26,6 +42,7 @@ apt_update() {
     apt_updated=yes
 }
 
+if want packages; then
 missing=""
 for pkg in $HOST_PACKAGES; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" \
@@ -49,16 +66,26 @@ for arch in $GUEST_ARCHES; do
     apt-cache show "busybox-static:$arch" >/dev/null 2>&1 || {
         say "no $arch package lists after apt-get update: cannot build $arch images"; exit 1; }
 done
-
-stamp=.venv/.rtlab-installed
-want=$(sha256sum pyproject.toml | cut -d' ' -f1)
-if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-    say "creating the Python venv"
-    python3 -m venv .venv
-    .venv/bin/pip install -q --disable-pip-version-check -e '.[dev]'
-    echo "$want" > "$stamp"
 fi
 
-say "board images"
-.venv/bin/rtlab image build --board all --flavour all
+if want venv; then
+    stamp=.venv/.rtlab-installed
+    wanted=$( (sha256sum pyproject.toml; echo "$EXTRAS") | sha256sum | cut -d' ' -f1)
+    if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
+        say "creating the Python venv (extras: $EXTRAS)"
+        python3 -m venv .venv
+        .venv/bin/pip install -q --disable-pip-version-check -e ".[$EXTRAS]"
+        echo "$wanted" > "$stamp"
+    fi
+fi
+
+if want images; then
+    say "board images"
+    .venv/bin/rtlab image build --board all --flavour all
+fi
+
+if want pipeline-tools; then
+    # gitlab-ci-local and rsync: the local pipeline run of `make test` and `make demo PIPELINE=1`
+    ./scripts/install-pipeline-tools.sh
+fi
 say "done"

@@ -47,6 +47,8 @@ DATA_SIZE = IMAGE_SIZE - DATA_START
 SD_IMAGE = "sdcard.img"
 BMAP = "sdcard.img.bmap"
 MANIFEST = "manifest.json"
+KERNEL_INFO = "kernel.json"
+KERNEL_INFO_SCHEMA = "rtlab.kernel/1"
 INITRD = "initrd.img"
 EXTLINUX_CONF = "extlinux/extlinux.conf"
 
@@ -95,8 +97,12 @@ def build_image(
     cache_dir: Path,
     out_dir: Path,
     progress: Callable[[str], None] = print,
+    kernel_dir: Path | None = None,
 ) -> ImageArtifacts:
-    """Build (or reuse) out_dir/<board>-<flavour>/{sdcard.img,sdcard.img.bmap,manifest.json}."""
+    """Build (or reuse) out_dir/<board>-<flavour>/{sdcard.img,sdcard.img.bmap,manifest.json}.
+
+    ``kernel_dir``: the kernel from a build stage (:func:`fetch_kernel`'s folder) instead
+    of the one Debian's kernel metapackage resolves to."""
     model = boards.board_model(board)
     metapackage = model.kernel_package(flavour)
     apt = debian.Apt(model.arch, cache_dir, progress)
@@ -104,15 +110,21 @@ def build_image(
     previous = _read_manifest(dest)
     # One apt-cache run for everything a previous build used: each run costs seconds.
     apt.prefetch([metapackage, *_recorded_packages(previous)])
-    kernel_name = apt.resolve_kernel(metapackage)
-    kernel_cand = apt.candidate(kernel_name)
+    given = _read_kernel_info(kernel_dir, board, flavour) if kernel_dir else None
+    if given:
+        kernel_name, kernel_version = given["package"], given["version"]
+    else:
+        kernel_name = apt.resolve_kernel(metapackage)
+        kernel_version = apt.candidate(kernel_name).version
     inputs = {
         "builder_sha256": _builder_digest(),
         "board": attrs.asdict(model),
         "flavour": flavour,
         "kernel_package": kernel_name,
-        "kernel_version": kernel_cand.version,
+        "kernel_version": kernel_version,
     }
+    if given:
+        inputs["kernel_sha256"] = given["sha256"]
     inputs = json.loads(json.dumps(inputs))  # as it reads back from the manifest
     reused = _reusable(dest, previous, inputs, apt)
     if reused is not None:
@@ -125,7 +137,8 @@ def build_image(
     _remove_stale_work_dirs(out_dir, f".{board}-{flavour}.")
     work = Path(tempfile.mkdtemp(prefix=f".{board}-{flavour}.", dir=out_dir))
     try:
-        manifest = _Builder(model, flavour, apt, work, progress).build(
+        kernel = _unpack_given_kernel(kernel_dir, given, model.arch, work) if given else None
+        manifest = _Builder(model, flavour, apt, work, progress, kernel).build(
             metapackage, kernel_name, inputs
         )
         _publish(work, dest, manifest)
@@ -133,6 +146,104 @@ def build_image(
         shutil.rmtree(work, ignore_errors=True)
     progress(f"{board}-{flavour}: built image {manifest['image_id']} in {dest}")
     return ImageArtifacts(sd_image=dest / SD_IMAGE, bmap=dest / BMAP, manifest=dest / MANIFEST)
+
+
+@attrs.frozen
+class KernelArtifact:
+    """A kernel as the build stage hands it on: the package and what it is."""
+
+    folder: Path
+    deb: Path
+    info: dict
+
+
+def fetch_kernel(
+    board: str,
+    flavour: str,
+    cache_dir: Path,
+    out_dir: Path,
+    progress: Callable[[str], None] = print,
+) -> KernelArtifact:
+    """The build stage while no kernel source is configured: Debian's kernel package for
+    ``board`` x ``flavour`` in out_dir/<board>-<flavour>/, with kernel.json (package,
+    version, release, preemption model, SHA-256) beside it.
+
+    A kernel whose preemption model does not fit the flavour is handed on all the same,
+    with a warning: judging a kernel is the test stage's job (a non-RT kernel under RT
+    thresholds is a latency `fail` there, not a build error)."""
+    model = boards.board_model(board)
+    metapackage = model.kernel_package(flavour)
+    apt = debian.Apt(model.arch, cache_dir, progress)
+    name = apt.resolve_kernel(metapackage)
+    pkg = apt.fetch(name)
+    release = name.removeprefix("linux-image-")
+    config_path = pkg.root / "boot" / f"config-{release}"
+    if not config_path.is_file():
+        raise ImageError(f"{name} {pkg.version} ships no /boot/config-{release}")
+    config = config_path.read_text()
+    preemption = kconfig.preemption_model(config)
+    hz = re.search(r"^CONFIG_HZ=(\d+)$", config, re.MULTILINE)
+    if (preemption == "PREEMPT_RT") != (flavour == "rt"):
+        progress(f"warning: {board}-{flavour}: {name} is {preemption}, which does not fit "
+                 f"flavour {flavour!r}; the test stage judges it against {flavour} thresholds")
+    dest = out_dir / f"{board}-{flavour}"
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    deb = dest / pkg.deb.name
+    shutil.copyfile(pkg.deb, deb)
+    info = {
+        "schema": KERNEL_INFO_SCHEMA,
+        "board": board,
+        "flavour": flavour,
+        "arch": model.arch,
+        "source": "debian",
+        "metapackage": metapackage,
+        "package": name,
+        "version": pkg.version,
+        "release": release,
+        "preemption": preemption,
+        "hz": int(hz.group(1)) if hz else None,
+        "deb": deb.name,
+        "sha256": debian.sha256_file(deb),
+    }
+    (dest / KERNEL_INFO).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+    progress(f"{board}-{flavour}: {name} {pkg.version} ({preemption}) in {dest}")
+    return KernelArtifact(folder=dest, deb=deb, info=info)
+
+
+def _read_kernel_info(kernel_dir: Path, board: str, flavour: str) -> dict:
+    """kernel.json of a build stage's kernel, checked against what is to be built."""
+    path = kernel_dir / KERNEL_INFO
+    try:
+        info = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise ImageError(f"{path}: no kernel from the build stage: {error}") from error
+    if info.get("schema") != KERNEL_INFO_SCHEMA:
+        raise ImageError(f"{path}: schema {info.get('schema')!r}, expected "
+                         f"{KERNEL_INFO_SCHEMA}")
+    for key in ("board", "flavour", "package", "version", "deb", "sha256"):
+        if not isinstance(info.get(key), str) or not info[key]:
+            raise ImageError(f"{path}: {key!r} must be a non-empty string")
+    if (info["board"], info["flavour"]) != (board, flavour):
+        raise ImageError(f"{path} is the kernel of {info['board']}-{info['flavour']}, "
+                         f"not of {board}-{flavour}")
+    deb = kernel_dir / info["deb"]
+    if not deb.is_file() or debian.sha256_file(deb) != info["sha256"]:
+        raise ImageError(f"{deb} is missing or does not match the SHA-256 in {path}")
+    return info
+
+
+def _unpack_given_kernel(kernel_dir: Path | None, info: dict, arch: str,
+                         work: Path) -> debian.DebPackage:
+    # unpacked into this build's work folder, not the shared cache: a build stage's
+    # package may carry a Debian package's name with other contents
+    assert kernel_dir is not None
+    deb = kernel_dir / info["deb"]
+    root = work / "kernel"
+    _run(["dpkg-deb", "-x", str(deb), str(root)])
+    return debian.DebPackage(name=info["package"], arch=arch, version=info["version"],
+                             deb=deb, root=root)
 
 
 def _remove_stale_work_dirs(out_dir: Path, prefix: str) -> None:
@@ -241,7 +352,10 @@ class _Builder:
         apt: debian.Apt,
         work: Path,
         progress: Callable[[str], None],
+        kernel: debian.DebPackage | None = None,
     ) -> None:
+        self.kernel = kernel
+        """The build stage's kernel, or None for the one Debian's metapackage names."""
         self.model = model
         self.flavour = flavour
         self.apt = apt
@@ -253,7 +367,7 @@ class _Builder:
     def build(self, metapackage: str, kernel_name: str, inputs: dict) -> dict:
         model = self.model
         self.progress(f"{model.name}-{self.flavour}: building image ({kernel_name})")
-        kernel = self.apt.fetch(kernel_name)
+        kernel = self.kernel or self.apt.fetch(kernel_name)
         release = kernel_name.removeprefix("linux-image-")
         config_path = kernel.root / "boot" / f"config-{release}"
         if not config_path.is_file():
@@ -262,7 +376,9 @@ class _Builder:
         preemption = kconfig.preemption_model(config)
         if preemption is None:
             raise ImageError(f"{kernel_name}: its config selects no preemption model")
-        if (preemption == "PREEMPT_RT") != (self.flavour == "rt"):
+        # Debian's packages must fit their names; a build stage's kernel is packed as it
+        # is, and the test stage judges it (see fetch_kernel)
+        if self.kernel is None and (preemption == "PREEMPT_RT") != (self.flavour == "rt"):
             raise ImageError(
                 f"{kernel_name} is {preemption}, which does not fit flavour {self.flavour!r}"
             )

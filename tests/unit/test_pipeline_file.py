@@ -1,0 +1,260 @@
+""".gitlab-ci.yml: valid against GitLab's own schema (offline, check-jsonschema's vendored
+copy), and the promises the pipeline makes, read from the parsed file: stage order, one
+test job per board x flavour on the lab's runner with a resource group, a reservation
+released in after_script, JUnit for every test job, the report's metrics and exposed
+HTML, the rules on the paths that change a verdict, secrets never on a command line, and
+every command a job runs is a command of the rtlab CLI (or a linter)."""
+
+import contextlib
+import io
+import itertools
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML
+
+from rtlab.paths import REPO_ROOT
+from rtlab.vlab.boards import BOARD_MODELS, FLAVOURS
+
+PIPELINE = REPO_ROOT / ".gitlab-ci.yml"
+KEYWORDS = {"workflow", "stages", "variables", "default", "include", "image", "services",
+            "cache", "before_script", "after_script"}
+# the tools a job may call besides rtlab: linters of the check stage
+TOOLS = {"ruff", "check-jsonschema", "hadolint"}
+SECRETS = ("RTLAB_GITLAB_TOKEN", "PGPASSWORD", "RTLAB_RESULTS_DB", "CI_JOB_TOKEN")
+
+
+def _merge(base: dict, over: dict) -> dict:
+    """GitLab's `extends`: hashes merge deeply, everything else is replaced."""
+    merged = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _resolve(name: str, raw: dict) -> dict:
+    job = raw[name]
+    parents = job.get("extends", [])
+    parents = [parents] if isinstance(parents, str) else parents
+    resolved: dict = {}
+    for parent in parents:
+        resolved = _merge(resolved, _resolve(parent, raw))
+    return _merge(resolved, {k: v for k, v in job.items() if k != "extends"})
+
+
+@pytest.fixture(scope="module")
+def pipeline() -> dict:
+    return YAML(typ="safe").load(PIPELINE.read_text())
+
+
+@pytest.fixture(scope="module")
+def jobs(pipeline) -> dict[str, dict]:
+    return {name: _resolve(name, pipeline) for name in pipeline
+            if name not in KEYWORDS and not name.startswith(".")}
+
+
+def jobs_of(jobs: dict, stage: str) -> dict[str, dict]:
+    return {name: job for name, job in jobs.items() if job["stage"] == stage}
+
+
+def script_lines(job: dict) -> list[str]:
+    return [line for key in ("before_script", "script", "after_script")
+            for line in job.get(key, [])]
+
+
+def test_valid_against_gitlabs_schema():
+    tool = shutil.which("check-jsonschema", path=str(Path(sys.executable).parent))
+    assert tool, "check-jsonschema is missing: it comes with the dev dependencies"
+    proc = subprocess.run([tool, "--builtin-schema", "vendor.gitlab-ci", str(PIPELINE)],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_schema_check_catches_a_broken_pipeline(tmp_path):
+    """So that the test above proves something: the vendored schema refuses a typo."""
+    broken = tmp_path / ".gitlab-ci.yml"
+    broken.write_text(PIPELINE.read_text().replace("  after_script:", "  aftr_script:"))
+    tool = shutil.which("check-jsonschema", path=str(Path(sys.executable).parent))
+    proc = subprocess.run([tool, "--builtin-schema", "vendor.gitlab-ci", str(broken)],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 1 and "aftr_script" in proc.stdout
+
+
+def test_stages_in_order(pipeline, jobs):
+    assert pipeline["stages"] == ["check", "build", "image", "test", "report"]
+    assert {job["stage"] for job in jobs.values()} == set(pipeline["stages"])
+
+
+def test_check_stage_lints_and_validates(jobs):
+    lines = [line for job in jobs_of(jobs, "check").values() for line in script_lines(job)]
+    for expected in ("ruff check", "rtlab thresholds check", "rtlab env check",
+                     "check-jsonschema --builtin-schema vendor.gitlab-ci .gitlab-ci.yml",
+                     "hadolint "):
+        assert any(line.startswith(expected) for line in lines), expected
+    # LAVA jobs are validated once there are any: the job exists only with a jobs/ folder
+    [lava] = [job for job in jobs_of(jobs, "check").values()
+              if any("lava" in line for line in script_lines(job))]
+    assert lava["rules"] == [{"exists": ["jobs/**/*"]}]
+
+
+def matrix(job: dict) -> dict[str, list[str]]:
+    [entry] = job["parallel"]["matrix"]
+    return entry
+
+
+@pytest.mark.parametrize("stage", ["build", "image", "test"])
+def test_board_stages_run_every_board_and_flavour(jobs, stage):
+    [job] = jobs_of(jobs, stage).values()
+    assert matrix(job) == {"BOARD": sorted(BOARD_MODELS), "FLAVOUR": list(FLAVOURS)}
+
+
+def test_build_and_image_stages_hand_on_their_outputs(jobs):
+    [build] = jobs_of(jobs, "build").values()
+    [image] = jobs_of(jobs, "image").values()
+    assert build["script"] == [
+        'rtlab kernel fetch --board "$BOARD" --flavour "$FLAVOUR" --out out/kernel']
+    assert build["artifacts"]["paths"] == ["out/kernel/"]
+    assert image["script"] == [
+        'rtlab image build --board "$BOARD" --flavour "$FLAVOUR" '
+        '--kernel "out/kernel/$BOARD-$FLAVOUR" --out out/images']
+    assert image["artifacts"]["paths"] == ["out/images/"]
+    # each image job gets its own board x flavour's kernel, not all four
+    [need] = image["needs"]
+    assert need["job"] == "kernel"
+    assert need["parallel"]["matrix"] == [{"BOARD": "$[[ matrix.BOARD ]]",
+                                          "FLAVOUR": "$[[ matrix.FLAVOUR ]]"}]
+
+
+def test_test_jobs_run_on_the_lab_runner_one_per_board_at_a_time(jobs):
+    [test] = jobs_of(jobs, "test").values()
+    assert test["tags"] == ["lab-$BOARD"]
+    assert test["resource_group"] == "lab-$BOARD"
+    [need] = test["needs"]
+    assert need["job"] == "sd-image" and need["parallel"]["matrix"] == [
+        {"BOARD": "$[[ matrix.BOARD ]]", "FLAVOUR": "$[[ matrix.FLAVOUR ]]"}]
+
+
+def test_test_jobs_reserve_and_release_the_board(jobs):
+    [test] = jobs_of(jobs, "test").values()
+    [run] = test["script"]
+    argv = shlex.split(run)
+    assert argv[:2] == ["rtlab", "run"]
+    options = dict(zip(argv[2::2], argv[3::2], strict=True))
+    assert options["--board"] == "${RTLAB_BOARD_TAG_PREFIX}${BOARD}"
+    assert options["--reserve-timeout"] == "$RTLAB_RESERVE_TIMEOUT"
+    assert options["--image"] == "out/images/$BOARD-$FLAVOUR/sdcard.img"
+    assert options["--out"] == "out/test/$BOARD-$FLAVOUR"
+    # after_script runs after failures and cancels too; it names the run's state file
+    [release] = test["after_script"]
+    assert shlex.split(release)[:4] == ["rtlab", "reservation", "release",
+                                        "out/test/$BOARD-$FLAVOUR/reservation.json"]
+
+
+def test_test_jobs_keep_junit_records_and_console_logs_even_when_they_fail(jobs):
+    [test] = jobs_of(jobs, "test").values()
+    artifacts = test["artifacts"]
+    assert artifacts["when"] == "always"
+    assert artifacts["reports"]["junit"] == "out/test/*/junit-*.xml"
+    # the run's --out folder (JUnit, results/, console/<place>/) is kept whole
+    assert artifacts["paths"] == ["out/test/"]
+    # long enough for trends of labs that keep their history in artifacts
+    assert re.fullmatch(r"\d+ years?", artifacts["expire_in"])
+
+
+def test_report_publishes_metrics_and_the_html_report(jobs):
+    [report] = jobs_of(jobs, "report").values()
+    artifacts = report["artifacts"]
+    assert artifacts["reports"]["metrics"] == "out/report/metrics.txt"
+    assert artifacts["expose_as"]
+    assert "out/report/report.html" in artifacts["paths"]
+    assert artifacts["when"] == "always"
+    commands = [" ".join(shlex.split(line)[:3]) for line in report["script"]]
+    assert commands == ["rtlab results ingest", "rtlab report --out",
+                        "rtlab thresholds replay"]
+    # the database is never on the command line: RTLAB_RESULTS_DB from the environment
+    assert not any("--db" in line for line in report["script"])
+    # it reads every test job's records, and runs after failed test jobs too
+    [need] = report["needs"]
+    assert need == {"job": "test", "artifacts": True, "optional": True}
+    assert all(rule.get("when") == "always" for rule in report["rules"])
+
+
+def test_board_jobs_run_when_a_verdict_can_change(pipeline, jobs):
+    for stage in ("build", "image", "test", "report"):
+        [job] = jobs_of(jobs, stage).values()
+        rules = job["rules"]
+        changes = [rule["changes"] for rule in rules if "changes" in rule]
+        assert changes, stage
+        for path in ("kernel/**/*", "thresholds.yaml", "tests/**/*", "env/**/*"):
+            assert path in changes[0], (stage, path)
+        # the default branch always runs them: its pipelines extend the results history
+        assert rules[0]["if"] == "$CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH"
+    # a merge request compares its results with the default branch's
+    [report] = jobs_of(jobs, "report").values()
+    assert '--baseline-ref "$CI_DEFAULT_BRANCH"' in report["script"][1]
+    assert '--candidate-pipeline "$CI_PIPELINE_ID"' in report["script"][1]
+    assert {"if": '$CI_PIPELINE_SOURCE == "merge_request_event"'} in \
+        pipeline["workflow"]["rules"]
+
+
+def test_lab_settings_are_documented_variables(pipeline):
+    variables = pipeline["variables"]
+    for name in ("LG_COORDINATOR", "RTLAB_ENV", "RTLAB_BOARD_TAG_PREFIX", "RTLAB_DURATION",
+                 "RTLAB_RESERVE_TIMEOUT", "RTLAB_CI_IMAGE"):
+        assert variables[name]["description"], name
+    text = PIPELINE.read_text()
+    for secret in ("RTLAB_RESULTS_DB", "PGPASSWORD", "RTLAB_GITLAB_TOKEN"):
+        # documented in the header, for the lab's masked project variables
+        assert re.search(rf"^#\s+{secret}\s", text, re.MULTILINE), secret
+        assert secret not in variables, f"{secret} must not get a value in the file"
+
+
+def test_secrets_are_never_on_a_command_line_nor_echoed(jobs):
+    for name, job in jobs.items():
+        for line in script_lines(job):
+            for secret in SECRETS:
+                assert secret not in line, f"{name}: {line}"
+            assert not re.search(r"\bset\s+-\w*x", line), f"{name} traces its commands"
+
+
+def test_every_command_is_the_rtlab_cli_or_a_linter(jobs):
+    """No logic in YAML: each line is one command, of rtlab or a check-stage linter, and
+    each rtlab command exists in the CLI (LAVA's waits for its jobs/ folder)."""
+    from rtlab.cli import parser
+
+    top = parser()
+    for name, job in jobs.items():
+        for line in script_lines(job):
+            argv = shlex.split(line)
+            assert not set(line) & set(";|&`") and "$(" not in line, f"{name}: {line}"
+            if argv[0] in TOOLS:
+                continue
+            assert argv[0] == "rtlab", f"{name}: {line}"
+            if job.get("rules") == [{"exists": ["jobs/**/*"]}]:
+                continue
+            # the command words: up to two, before the first option
+            words = list(itertools.takewhile(lambda w: not w.startswith("-"), argv[1:3]))
+            try:
+                with contextlib.redirect_stdout(io.StringIO()), \
+                        contextlib.redirect_stderr(io.StringIO()) as errors:
+                    top.parse_known_args([*words, "--help"])
+            except SystemExit as done:
+                assert done.code == 0, (f"{name}: rtlab {' '.join(words)} is no command: "
+                                        f"{errors.getvalue().strip().splitlines()[-1:]}")
+
+
+def test_every_board_of_the_matrix_has_thresholds(jobs):
+    """Physical and emulated: a test job on a board without thresholds could only error.
+    (The file's own check is `rtlab thresholds check`, in the check stage.)"""
+    text = (REPO_ROOT / "thresholds.yaml").read_text()
+    for board in matrix(next(iter(jobs_of(jobs, "test").values())))["BOARD"]:
+        assert re.search(rf"^  {board}:$", text, re.MULTILINE), board
+        assert re.search(rf"^  qemu-{board}:$", text, re.MULTILINE), board
