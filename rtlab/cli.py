@@ -4,6 +4,7 @@ by the tests."""
 import argparse
 import asyncio
 import logging
+import subprocess
 import sys
 from pathlib import Path
 
@@ -109,7 +110,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _lab(args: argparse.Namespace) -> int:
-    from .lab.health import HealthBook, format_health
+    from .lab.health import HealthBook, format_health, place_info, shared_health
 
     book = HealthBook(paths.health_dir())
     if args.action == "health":
@@ -117,7 +118,15 @@ def _lab(args: argparse.Namespace) -> int:
         if not states:
             print(f"no health records in {paths.health_dir()} yet")
             return 0
-        print(format_health(states, history=args.history), end="")
+        shared = {}
+        for state in states:
+            try:
+                shared[state.place] = shared_health(place_info(args.coordinator, state.place))
+            except (RuntimeError, OSError, subprocess.SubprocessError) as error:
+                shared[state.place] = None
+                print(f"{state.place}: coordinator {args.coordinator} not asked: {error}",
+                      file=sys.stderr)
+        print(format_health(states, history=args.history, shared=shared), end="")
         return 0
     from .runner import Selection, run_suite
 

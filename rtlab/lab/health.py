@@ -479,17 +479,37 @@ def ensure_schedulable(coordinator: str, place: str, client: Path | None = None)
 
 # --- rtlab lab health ------------------------------------------------------------------
 
-def format_health(states: list[PlaceHealth], history: bool = False) -> str:
-    """The table of ``rtlab lab health``; with ``history``, each place's recent events."""
-    header = ("PLACE", "STATE", "ERRORS", "LAST EVENT", "OUTCOME", "CAUSE")
+def format_shared(shared: SharedHealth | None) -> str:
+    """The coordinator's word on a place, for the table: what every runner goes by."""
+    if shared is None:
+        return "unknown"
+    if shared.healthy is None and shared.consecutive_errors is None:
+        return "-"
+    state = {True: HEALTHY, False: UNHEALTHY, None: "?"}[shared.healthy]
+    errors = "?" if shared.consecutive_errors is None else str(shared.consecutive_errors)
+    return f"{state}, {errors} in a row"
+
+
+def format_health(states: list[PlaceHealth], history: bool = False,
+                  shared: Mapping[str, SharedHealth | None] | None = None) -> str:
+    """The table of ``rtlab lab health``; with ``history``, each place's recent events.
+    With ``shared`` (by place; None: the coordinator could not be asked), a column with
+    the state the coordinator holds, which every runner counts on from: this runner's
+    record sees only its own runs."""
+    header: tuple[str, ...] = ("PLACE", "STATE", "ERRORS", "LAST EVENT", "OUTCOME", "CAUSE")
+    if shared is not None:
+        header = (*header[:3], "COORDINATOR", *header[3:])
     rows = []
     for health in states:
         last = health.last
-        rows.append((health.place, HEALTHY if health.healthy else UNHEALTHY,
-                     str(health.consecutive_errors),
-                     f"{last.time} {last.kind}" if last else "-",
-                     last.outcome if last else "-",
-                     (last.cause or "-") if last else "-"))
+        row: tuple[str, ...] = (health.place, HEALTHY if health.healthy else UNHEALTHY,
+                                str(health.consecutive_errors),
+                                f"{last.time} {last.kind}" if last else "-",
+                                last.outcome if last else "-",
+                                (last.cause or "-") if last else "-")
+        if shared is not None:
+            row = (*row[:3], format_shared(shared.get(health.place)), *row[3:])
+        rows.append(row)
     if not rows:
         return "no health records yet\n"
     widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header) - 1)]

@@ -303,6 +303,20 @@ def test_format_health_table_and_history(book):
     assert format_health([]) == "no health records yet\n"
 
 
+def test_format_health_shows_what_the_coordinator_holds_beside_this_runners_record(book):
+    from rtlab.lab.health import SharedHealth
+
+    # this runner saw one error; the coordinator counts three, two of them other runners'
+    book.record(event("infrastructure-error", minute=1, cause="boot timed out"))
+    book.record(event("ok", place="rpi3-01", minute=2))
+    shared = {PLACE: SharedHealth(False, 3, "2026-11-23T10:05:00+00:00"), "rpi3-01": None}
+    lines = format_health(book.states(), shared=shared).splitlines()
+    assert lines[0].split()[:5] == ["PLACE", "STATE", "ERRORS", "COORDINATOR", "LAST"]
+    assert lines[1].split()[:7] == [PLACE, "healthy", "1", "unhealthy,", "3", "in", "a"]
+    # a coordinator that could not be asked says so rather than looking healthy
+    assert lines[2].split()[:4] == ["rpi3-01", "healthy", "0", "unknown"]
+
+
 # --- the labgrid place -----------------------------------------------------------------
 
 SHOW = """Place 'imx6q-01':
