@@ -47,7 +47,8 @@ def warm_up() -> None:
 
 def png(figure: Figure) -> bytes:
     out = io.BytesIO()
-    figure.savefig(out, format="png", dpi=DPI)
+    # "tight": legends placed beside or below a panel are never cut off at the edge
+    figure.savefig(out, format="png", dpi=DPI, bbox_inches="tight", pad_inches=0.15)
     return out.getvalue()
 
 
