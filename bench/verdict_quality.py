@@ -246,10 +246,16 @@ def duration(n: int) -> str:
 
 
 def main() -> int:
+    # the workers are forked after --baseline-runs sets it, so they see it too
+    global BASELINE_RUNS
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer trials (rough figures)")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--baseline-runs", type=int, default=BASELINE_RUNS,
+                        help=f"runs in each baseline (default {BASELINE_RUNS}; rtlab report "
+                             "--baseline-runs)")
     options = parser.parse_args()
+    BASELINE_RUNS = options.baseline_runs
     aa_trials, reg_trials, max_trials = (150, 60, 4000) if options.quick else (500, 150, 20000)
     started = time.monotonic()
     models = sources()
