@@ -78,6 +78,8 @@ def make_clone(dest: Path, source: Path = REPO_ROOT, branch: str | None = "chang
     ignored, as they are on disk) committed on `main`, pushed to dest/origin.git as the
     default branch, and checked out on a new ``branch`` for a change (None: stay on `main`,
     where every job runs, as a default-branch pipeline)."""
+    # git runs in several folders below, so the paths handed to it must not be relative
+    dest = dest.resolve()
     work = dest / "work"
     work.mkdir(parents=True)
     listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"],
@@ -265,7 +267,8 @@ def main(argv: list[str] | None = None) -> int:
     if started_rack:
         print("starting the virtual rack", flush=True)
         control.start(config, state_dir)
-    tmp = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="rtlab-pipeline-"))
+    tmp = (Path(args.keep).resolve() if args.keep
+           else Path(tempfile.mkdtemp(prefix="rtlab-pipeline-")))
     # a kept folder is this script's own: the previous run's clone goes
     shutil.rmtree(tmp / "clone", ignore_errors=True)
     try:
