@@ -10,6 +10,7 @@ older database.
 
 import os
 import random
+import sqlite3
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -80,11 +81,27 @@ def open_store(url: str | None = None) -> Store:
     return Store(engine, sessionmaker(engine, expire_on_commit=False))
 
 
+WAL_ATTEMPTS = 20
+
+
 def _sqlite_pragmas(connection, _record) -> None:  # noqa: ANN001 - DB-API objects
     cursor = connection.cursor()
     # cascades need foreign keys on; WAL lets a report read while an ingest writes
     cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute("PRAGMA journal_mode=WAL")
+    # Switching a new file to WAL needs it to itself, and SQLite answers "database is
+    # locked" at once, without its busy timeout, while another process does the same
+    # (two ingests into a new file; seen in CI). WAL only helps readers: a connection
+    # that cannot switch goes on in the file's current mode, and the next one switches.
+    for attempt in range(WAL_ATTEMPTS):
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            break
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or attempt == WAL_ATTEMPTS - 1:
+                if "locked" not in str(error):
+                    raise
+                break
+            time.sleep(0.05 * (attempt + 1))
     cursor.close()
 
 
