@@ -12,7 +12,6 @@ import itertools
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -20,6 +19,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
+
+from tests.ports import free_port
 
 PG_ROOT = Path("/usr/lib/postgresql")
 DATABASE = "rtlab"
@@ -38,11 +39,6 @@ def server_bin() -> Path:
                     "tests need a real server", pytrace=False)
     return found[-1]
 
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class PostgresServer:
@@ -66,7 +62,7 @@ class PostgresServer:
             pytest.fail(f"initdb failed: {done.stderr.strip()}", pytrace=False)
         # a free port may be taken between the probe and the server's bind: try another
         for _attempt in range(3):
-            self.port = _free_port()
+            self.port = free_port()
             options = f"-c listen_addresses=127.0.0.1 -p {self.port} -k '' {FAST}"
             done = self._run(str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-l",
                              str(self.log), "-w", "-t", "30", "-o", options, "start")

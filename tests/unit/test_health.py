@@ -34,11 +34,11 @@ from rtlab.lab.health import (
     shared_health,
 )
 from rtlab.paths import health_dir
+from tests.ports import free_port
 
 PLACE = "imx6q-01"
 BIN = Path(sys.executable).parent
 # the virtual rack's ports: never listen on them
-RACK_PORTS = {20408, 20480, *range(20500, 20510), *range(20600, 20610)}
 
 
 def event(outcome: str, kind: str = "run", minute: int = 0, cause: str = "",
@@ -353,14 +353,6 @@ def test_the_comment_keeps_what_the_place_had():
     assert health_comment(PlaceHealth(PLACE), "") == ""
     assert health_comment(sick, "") == sick.reason().replace(" || ", " | ")
 
-
-def free_port() -> int:
-    while True:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        if port not in RACK_PORTS:
-            return port
 
 
 def client(address: str, place: str, *args: str) -> str:

@@ -15,16 +15,12 @@ from pathlib import Path
 import pytest
 
 from rtlab.lab import reservation as rsv
+from tests.ports import free_port
 
 BIN = Path(sys.executable).parent
 PERSON = {"LG_HOSTNAME": "desk-07", "LG_USERNAME": "alice"}
 CI = {"LG_HOSTNAME": "labhost-01", "LG_USERNAME": "gitlab-ci-job-4711"}
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

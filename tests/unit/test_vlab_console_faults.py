@@ -3,7 +3,6 @@ side, with a stand-in for QEMU on the board's end of the serial line (no QEMU)."
 
 import asyncio
 import shutil
-import socket
 import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -14,19 +13,11 @@ from rtlab.measure import MARK
 from rtlab.vlab.config import VirtualBoard
 from rtlab.vlab.faults import ConsoleWatch, Fault, FaultError
 from rtlab.vlab.rack import BOOT_PANIC_PARAM, SYSRQ_CRASH, BoardSlot
+from tests.ports import free_port
 
 # what the board prints when a measurement window opens (rtlab.measure.window_script)
 STARTED = f"{MARK}started"
-RACK_PORTS = {20408, 20480, *range(20500, 20510), *range(20600, 20610)}
 
-
-def free_port() -> int:
-    while True:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        if port not in RACK_PORTS:
-            return port
 
 
 class Bench:
