@@ -112,7 +112,7 @@ def register(actions: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         description="Per case of the board (and flavour), the --quantile of the worst "
                     "CPU's figure over the measured runs × --margin, rounded up, written "
                     "where it serves most cases; prints a markdown table for the merge "
-                    "request. See rtlab/tuning.py for the method.")
+                    "request. See rtlab/tuning/suggest.py for the method.")
     command.add_argument("--board", required=True, help="a board tag, e.g. imx6q")
     command.add_argument("--flavour", help="only this flavour (default: all of the board's)")
     _common(command, "from")

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from rtlab import cli, tuning
+from rtlab import cli
 from rtlab.paths import REPO_ROOT
 from rtlab.scenarios import load_suite
 from rtlab.store import ingest_folder, open_store
 from rtlab.thresholds import ThresholdsError, load_thresholds
-from rtlab.tuning import Method, high_quantile, nice_ceil, replay, suggest
+from rtlab.tuning import Method, high_quantile, nice_ceil, replay, suggest, yamledit
 
 THRESHOLDS = REPO_ROOT / "thresholds.yaml"
 TEMPLATE = (REPO_ROOT / "tests" / "data" / "records" / "vlab-imx6q-rt"
@@ -297,14 +297,14 @@ def test_virtual_board_keeps_its_comments_and_anchors(session, gate):
 
 
 def test_a_file_that_would_not_load_is_left_alone(session, gate, monkeypatch):
-    real = tuning.load_thresholds
+    real = yamledit.load_thresholds
 
     def refuse(path, suite=None):
         if path.name.endswith(".tmp"):
             raise ThresholdsError(f"{path}:1: refused by the test")
         return real(path, suite)
 
-    monkeypatch.setattr(tuning, "load_thresholds", refuse)
+    monkeypatch.setattr(yamledit, "load_thresholds", refuse)
     with pytest.raises(RuntimeError, match="would not load, left unchanged"):
         suggest(session, gate, board="imx6q", today=TODAY)
     assert gate.read_text(encoding="utf-8") == THRESHOLDS.read_text(encoding="utf-8")

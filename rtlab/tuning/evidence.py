@@ -1,0 +1,173 @@
+"""The evidence a threshold suggestion rests on: a case's measured runs in the store, the
+worst CPU's figure per run, and the high quantile of those figures (see
+:mod:`rtlab.tuning.suggest` for the method)."""
+
+import datetime
+import math
+from collections.abc import Sequence
+
+import attr
+
+from ..rttests import TESTS
+from ..store.query import CaseRow
+from ..thresholds import FIGURES
+
+MEASURED = ("pass", "fail")
+FIGURE_NAME = {metric: figure for figure, metric in FIGURES.items()}
+
+
+@attr.frozen
+class Method:
+    """How suggestions are made (see the module docstring)."""
+
+    quantile: float = 0.99
+    margin: float = 1.2
+    min_runs: int = 10
+    merge: float = 0.2
+    figures: int = 2
+
+    def __attrs_post_init__(self) -> None:
+        if not 0 < self.quantile <= 1:
+            raise ValueError(f"quantile must be in (0, 1], got {self.quantile}")
+        if self.margin <= 0:
+            raise ValueError(f"margin must be greater than 0, got {self.margin}")
+        if self.min_runs < 1:
+            raise ValueError(f"min-runs must be at least 1, got {self.min_runs}")
+        if self.merge < 0:
+            raise ValueError(f"merge must be 0 or more, got {self.merge}")
+        if self.figures < 1:
+            raise ValueError(f"figures must be at least 1, got {self.figures}")
+
+    @property
+    def all_below(self) -> float:
+        """Below this many runs the quantile is the maximum."""
+        if self.quantile >= 1:
+            return math.inf
+        # the maximum while (1 - q)·(n - 1) < 1; round() keeps 1/(1 - 0.99) at 100
+        return math.ceil(round(1 + 1 / (1 - self.quantile), 6))
+
+    def describe(self) -> str:
+        quantile = ("the maximum" if self.quantile >= 1 else
+                    f"the {self.quantile:g} quantile (the maximum below {self.all_below} runs)")
+        return (f"{quantile} of the worst CPU's figure per run × {self.margin:g}, rounded up "
+                f"to {self.figures} significant figures; at least {self.min_runs} runs; a "
+                f"shared limit at most {self.merge:.0%} above a case's own suggestion")
+
+
+def nice_ceil(value: float, figures: int = 2) -> int:
+    """``value`` rounded up to ``figures`` significant figures and a whole µs: limits people
+    can read and compare (147.6 → 150, 1234 → 1300, 9.2 → 10)."""
+    if value <= 0:
+        return 1
+    step = 10 ** max(math.floor(math.log10(value)) - (figures - 1), 0)
+    # round() first: 125 × 1.2 is 150.00000000000003, which is 150
+    return int(math.ceil(round(value / step, 9)) * step)
+
+
+def high_quantile(values: Sequence[float | None], quantile: float) -> tuple[float | None, str]:
+    """The ``quantile`` of ``values`` as an observed value (numpy's "higher" method), and
+    what it is ("max" or "p99"). None stands for an unknown figure, above every known
+    one; the result is None when the quantile falls among them."""
+    ordered = sorted(values, key=lambda v: (v is None, v or 0.0))
+    index = min(len(ordered) - 1, math.ceil(round(quantile * (len(ordered) - 1), 9)))
+    label = "max" if index == len(ordered) - 1 else f"p{quantile * 100:g}"
+    return ordered[index], label
+
+
+@attr.frozen
+class Series:
+    """One case of the suite on a board: its flavour, scenario or rt-test, interval."""
+
+    flavour: str
+    scenario: str
+    interval_us: int | None
+
+    def name(self, board: str | None = None) -> str:
+        parts = [board] if board else []
+        parts += [self.flavour, self.scenario]
+        if self.interval_us is not None:
+            parts.append(f"{self.interval_us}us")
+        return "/".join(parts)
+
+    def short(self) -> str:
+        if self.interval_us is None:
+            return self.scenario
+        return f"{self.scenario}/{self.interval_us}us"
+
+
+def _fails(value: float | None, limit: float) -> bool:
+    # an unknown figure fails every limit, as rtlab.thresholds.check has it
+    return value is None or value > limit
+
+
+@attr.frozen
+class Evidence:
+    """One case's baseline for one metric, and what it suggests."""
+
+    metric: str
+    # the worst CPU's figure per run, oldest first; None: past the histogram's range
+    values: tuple[float | None, ...]
+    first: datetime.datetime | None
+    last: datetime.datetime | None
+    observed: float | None = None
+    label: str = ""
+    suggested: int | None = None
+    # why there is no suggestion
+    missing: str | None = None
+
+    @property
+    def runs(self) -> int:
+        return len(self.values)
+
+    def failures(self, limit: float) -> int:
+        """How many of the runs ``limit`` fails."""
+        return sum(_fails(v, limit) for v in self.values)
+
+    def dates(self) -> str:
+        if self.first is None or self.last is None:
+            return "-"
+        return f"{self.first:%Y-%m-%d}..{self.last:%Y-%m-%d}"
+
+
+def evidence(cases: Sequence[CaseRow], metric: str, method: Method) -> Evidence:
+    values: list[float | None] = []
+    used: list[CaseRow] = []
+    for case in cases:
+        value = case.worst(metric)
+        # no CPU woke up: no figure at all (not even an unknown percentile)
+        if value is None and not _has_percentile_range(case, metric):
+            continue
+        values.append(value)
+        used.append(case)
+    first = min((c.started for c in used), default=None)
+    last = max((c.started for c in used), default=None)
+    base = Evidence(metric, tuple(values), first, last)
+    if not values:
+        return attr.evolve(base, missing="no runs")
+    if len(values) < method.min_runs:
+        return attr.evolve(base, missing=f"too few runs ({len(values)}, need "
+                                         f"{method.min_runs})")
+    observed, label = high_quantile(values, method.quantile)
+    if observed is None:
+        unknown = sum(v is None for v in values)
+        return attr.evolve(base, label=label, missing=(
+            f"{FIGURE_NAME[metric]} past the histogram's range in {unknown} of "
+            f"{len(values)} runs: no value can be suggested"))
+    return attr.evolve(base, observed=observed, label=label,
+                       suggested=nice_ceil(observed * method.margin, method.figures))
+
+
+def _has_percentile_range(case: CaseRow, metric: str) -> bool:
+    """Whether a percentile the case lacks is one past its histogram (unknown, but
+    measured) rather than one of CPUs that never woke."""
+    if not metric.startswith("p"):
+        return False
+    return any(not cpu.no_wakeup and (cpu.gated is None or cpu.gated) for cpu in case.cpus)
+
+def md_row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
+
+
+
+def is_functional(name: str) -> bool:
+    return name in TESTS and TESTS[name].functional

@@ -1,0 +1,509 @@
+"""``rtlab thresholds suggest``: limits proposed from the measured history in the results
+store, written into ``thresholds.yaml`` (:mod:`rtlab.tuning.yamledit`).
+
+How a limit is suggested, per case (board/flavour/scenario/interval, or board/flavour/tool
+for an rt-test) and per metric the file gates there (``max_us`` always, ``avg_us`` and
+``p99_9_us`` where set):
+
+1. The baseline: the case's measured runs in the store (verdict pass or fail: an error or a
+   skip has no figures worth trusting), optionally only those made for one ref (``--ref
+   main``), since a date (``--since``), and only the newest N (``--last``).
+2. Per run, the worst gated CPU's figure (:meth:`rtlab.store.query.CaseRow.worst`): max,
+   avg or p99.9. A run where no CPU has the figure (none woke up) is left out; a p99.9 past
+   the histogram's range is unknown and ranks above every known figure.
+3. At least ``--min-runs`` (10) runs, else the case is listed as "too few runs (N)" and
+   keeps its limit.
+4. The ``--quantile`` (0.99) of those figures, taken as an observed value: the figure at
+   position ceil(q·(n−1)) of the sorted list (numpy's "higher" method). Below 1 + 1/(1−q)
+   runs (101 at 0.99) that is the maximum: too few runs to leave any out.
+5. × ``--margin`` (1.2), rounded up to ``--figures`` (2) significant figures and a whole
+   µs: 123 µs × 1.2 = 147.6 → 150 µs. That is the case's suggestion.
+
+Where a value is written: levels inherit, so one flavour-level limit can serve many cases.
+A value serves a case when it is at least the case's suggestion and at most ``--merge``
+(20 %) above it; each level takes the value that serves most of the cases inheriting from
+it (preferring the value it has, then the larger). A case its level cannot serve gets its
+own value on its scenario (when that serves more of the scenario's intervals than the
+flavour's value does) or else on its interval, creating ``scenarios: <name>:`` and
+``intervals:`` as needed; a limit already set on a scenario or interval is updated in
+place. Nothing is written above the flavour: a board's flavours are different kernels and
+``defaults`` is deliberately empty. A case without the evidence (too few runs, none, or a
+quantile past the histogram) keeps exactly the limit it had: if the level it inherits from
+changes, that limit is pinned on its own level. Every level whose numbers change gets a new
+``reason:`` naming the data; the reason it replaces is printed for the reviewer.
+
+The file is edited in ruamel.yaml's round-trip mode, so comments, blank lines, key order,
+folded reasons and anchors stay and only the changed levels' lines differ (a reason that
+other levels alias moves, whole, to the first of them). The edited file must load with
+:func:`rtlab.thresholds.load_thresholds` and give every case the planned limit before it
+replaces the original; otherwise the original is left as it was.
+"""
+
+import datetime
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+
+import attr
+from ruamel.yaml.comments import CommentedMap
+from sqlalchemy.orm import Session
+
+from ..scenarios import Suite, load_suite
+from ..store.query import CaseRow, history
+from ..thresholds import METRICS, Threshold, ThresholdsError, format_us, load_thresholds
+from .evidence import (
+    FIGURE_NAME,
+    MEASURED,
+    Evidence,
+    Method,
+    Series,
+    evidence,
+    is_functional,
+    md_row,
+)
+from .yamledit import (
+    Node,
+    apply_limits,
+    dump,
+    level_of,
+    limit_above,
+    line_of,
+    node_name,
+    round_trip_yaml,
+    write_checked,
+)
+
+
+@attr.frozen
+class _Target:
+    """What one case needs of its limit: a suggestion, or the value it must keep."""
+
+    series: Series
+    evidence: Evidence
+    old: float
+
+    @property
+    def value(self) -> float:
+        return self.evidence.suggested if self.evidence.suggested is not None else self.old
+
+    @property
+    def tuned(self) -> bool:
+        return self.evidence.suggested is not None
+
+    def served_by(self, value: float | None, merge: float) -> bool:
+        if value is None:
+            return False
+        if not self.tuned:
+            return value == self.old
+        suggested = self.evidence.suggested
+        assert suggested is not None
+        return suggested <= value <= suggested * (1 + merge) + 1e-9
+
+
+def _choose(current: float | None, targets: Sequence[_Target], merge: float) -> float | None:
+    """The value that serves most of ``targets``; ties go to the current value (which
+    serves every case that keeps its limit), then to the larger (the one fewer runs
+    fail)."""
+    candidates = {t.value for t in targets} | ({current} if current is not None else set())
+
+    def score(value: float) -> tuple[int, bool, float]:
+        return (sum(t.served_by(value, merge) for t in targets), value == current, value)
+
+    return max(candidates, key=score)
+
+
+def _served(value: float | None, targets: Iterable[_Target], merge: float) -> int:
+    return sum(t.served_by(value, merge) for t in targets)
+
+
+@attr.frozen
+class Change:
+    """One number the edit sets in the file."""
+
+    node: Node
+    metric: str
+    old: float | None
+    # the line it had (0 when the key is new)
+    line: int
+    new: float
+    # the cases that take their limit from here after the edit
+    serves: tuple[_Target, ...]
+
+
+def _plan_metric(metric: str, targets: Sequence[_Target],
+                 explicit: Callable[[Node], float | None], above: float | None,
+                 merge: float) -> dict[Node, float]:
+    """The explicit values of ``metric`` per level of one flavour after the edit (only the
+    levels that change). ``explicit`` is the value a level sets today; ``above`` what the
+    flavour inherits from the board or defaults."""
+    if not targets:
+        return {}
+    flavour = targets[0].series.flavour
+    new: dict[Node, float] = {}
+
+    def own(node: Node) -> float | None:
+        return new.get(node, explicit(node))
+
+    def scenario_node(target: _Target) -> Node:
+        return (flavour, target.series.scenario, None)
+
+    def interval_node(target: _Target) -> Node | None:
+        interval = target.series.interval_us
+        return None if interval is None else (flavour, target.series.scenario, interval)
+
+    def set_here(target: _Target) -> bool:
+        node = interval_node(target)
+        return node is not None and explicit(node) is not None
+
+    flavour_node: Node = (flavour, None, None)
+    current = explicit(flavour_node)
+    inherited = current if current is not None else above
+    dependents = [t for t in targets
+                  if explicit(scenario_node(t)) is None and not set_here(t)]
+    flavour_value = _choose(inherited, dependents, merge) if dependents else inherited
+    if flavour_value != inherited and flavour_value is not None:
+        new[flavour_node] = flavour_value
+
+    scenarios: dict[str, list[_Target]] = {}
+    for target in targets:
+        scenarios.setdefault(target.series.scenario, []).append(target)
+    for scenario, own_targets in scenarios.items():
+        node: Node = (flavour, scenario, None)
+        deps = [t for t in own_targets if not set_here(t)]
+        scenario_value = explicit(node)
+        if scenario_value is not None:
+            value = _choose(scenario_value, deps, merge) if deps else scenario_value
+            if value != scenario_value and value is not None:
+                new[node] = value
+            scenario_value = value
+        else:
+            scenario_value = flavour_value
+            if deps:
+                best = _choose(flavour_value, deps, merge)
+                if _served(best, deps, merge) > _served(flavour_value, deps, merge):
+                    new[node] = scenario_value = best
+        for target in own_targets:
+            inode = interval_node(target)
+            if inode is None:
+                continue
+            interval_value = explicit(inode)
+            if interval_value is not None:
+                value = _choose(interval_value, [target], merge)
+                if value != interval_value and value is not None:
+                    new[inode] = value
+            elif not target.served_by(scenario_value, merge):
+                new[inode] = target.value
+    # the plan must give every case what it needs; anything else is a bug here, not data
+    for target in targets:
+        value = _effective(target.series, own, above)
+        if not target.served_by(value, merge):
+            raise RuntimeError(f"tuning plan for {target.series.name()} {metric}: "
+                               f"{value} does not serve {target.value}")
+    return new
+
+
+def _effective(series: Series, own: Callable[[Node], float | None],
+               above: float | None) -> float | None:
+    nodes: list[Node] = []
+    if series.interval_us is not None:
+        nodes.append((series.flavour, series.scenario, series.interval_us))
+    nodes += [(series.flavour, series.scenario, None), (series.flavour, None, None)]
+    for node in nodes:
+        value = own(node)
+        if value is not None:
+            return value
+    return above
+
+
+def _setting_node(series: Series, own: Callable[[Node], float | None]) -> Node | None:
+    nodes: list[Node] = []
+    if series.interval_us is not None:
+        nodes.append((series.flavour, series.scenario, series.interval_us))
+    nodes += [(series.flavour, series.scenario, None), (series.flavour, None, None)]
+    return next((node for node in nodes if own(node) is not None), None)
+
+
+@attr.frozen
+class Row:
+    """One case × metric of the suggestion table."""
+
+    series: Series
+    metric: str
+    old: Threshold
+    evidence: Evidence
+    new: float
+    # the level that sets the new limit, and whether the edit wrote it
+    where: str
+    written: bool
+
+
+@attr.frozen
+class Suggestion:
+    board: str
+    display: str
+    method: Method
+    baseline: str
+    rows: tuple[Row, ...]
+    changes: tuple[Change, ...]
+    # per changed level: the reason written, and the reason it replaced
+    reasons: Mapping[Node, tuple[str, str | None]]
+    unchanged_without_runs: tuple[str, ...]
+    notes: tuple[str, ...]
+    text: str
+    original: str
+    written: bool = False
+
+    def markdown(self) -> str:
+        lines = [f"### Suggested limits for {self.board} ({self.display})", "",
+                 f"Baseline: the measured (pass/fail) runs of {self.baseline}. Method: "
+                 f"{self.method.describe()}.", ""]
+        header = ("case", "metric", "old", "new", "set at", "suggested", "runs", "dates",
+                  "new fails", "old failed")
+        lines += [md_row(header), md_row(("---",) * len(header))]
+        for row in self.rows:
+            ev = row.evidence
+            if ev.suggested is not None:
+                suggested = (f"{format_us(ev.suggested)} ({ev.label} "
+                             f"{format_us(ev.observed or 0)} × {self.method.margin:g})")
+            else:
+                suggested = ev.missing or "-"
+            changed = row.new != row.old.value
+            # a level the edit wrote: a changed limit, or one kept on its own level
+            where = row.where if changed or row.written else "unchanged"
+            lines.append(md_row((
+                row.series.name(self.board), row.metric,
+                f"{format_us(row.old.value)} ({row.old.source})",
+                format_us(row.new) if changed else "=", where, suggested, str(ev.runs),
+                ev.dates(), str(ev.failures(row.new)) if ev.runs else "-",
+                str(ev.failures(row.old.value)) if ev.runs else "-")))
+        if self.unchanged_without_runs:
+            lines += ["", "Cases without measured runs, limits unchanged: "
+                      + "; ".join(self.unchanged_without_runs) + "."]
+        if not self.changes:
+            lines += ["", f"No change to {self.display}."]
+        else:
+            lines += ["", f"#### Edits to {self.display}", ""]
+            by_node: dict[Node, list[Change]] = {}
+            for change in self.changes:
+                by_node.setdefault(change.node, []).append(change)
+            for node, node_changes in by_node.items():
+                numbers = ", ".join(
+                    f"{c.metric} {'(new) ' if c.old is None else ''}"
+                    f"{format_us(c.old) + ' (line ' + str(c.line) + ') ' if c.old else ''}"
+                    f"→ {format_us(c.new)} for {len(c.serves)} case(s)" for c in node_changes)
+                lines.append(f"- `boards.{self.board}.{node_name(node)}`: {numbers}")
+                reason, replaced = self.reasons[node]
+                lines.append(f"  - reason: {reason}")
+                if replaced:
+                    lines.append(f"  - replaces: {replaced}")
+        if self.notes:
+            lines += ["", *[f"- {note}" for note in self.notes]]
+        return "\n".join(lines) + "\n"
+
+
+def baseline_text(ref: str | None, since: datetime.datetime | None, last: int | None) -> str:
+    parts = [f"ref {ref}" if ref else "any ref"]
+    if since is not None:
+        parts.append(f"since {since:%Y-%m-%d}")
+    if last is not None:
+        parts.append(f"newest {last} per case")
+    return ", ".join(parts)
+
+
+def suggest(session: Session, thresholds_path: Path, *, board: str,
+            flavour: str | None = None, suite: Suite | None = None,
+            ref: str | None = None, since: datetime.datetime | None = None,
+            last: int | None = None, method: Method | None = None,
+            today: datetime.date | None = None, write: bool = True) -> Suggestion:
+    """Suggest limits for ``board`` (one flavour, or all it has) from the store's history,
+    and with ``write`` edit ``thresholds_path`` to them (see the module docstring)."""
+    method = method or Method()
+    suite = suite or load_suite()
+    today = today or datetime.datetime.now(datetime.UTC).date()
+    thresholds = load_thresholds(thresholds_path, suite)
+    flavours = list(thresholds.flavours(board))
+    if flavour is not None:
+        if flavour not in flavours:
+            raise ThresholdsError(f"{thresholds.display}: board '{board}' has no flavour "
+                                  f"'{flavour}' (valid: {', '.join(flavours)})")
+        flavours = [flavour]
+    original = thresholds_path.read_text(encoding="utf-8")
+    yaml = round_trip_yaml()
+    doc = yaml.load(original)
+    board_node = doc["boards"][board]
+
+    cases = history(session, board=board, flavour=flavour, ref=ref, since=since,
+                    verdicts=MEASURED)
+    by_series: dict[Series, list[CaseRow]] = {}
+    # runs that cannot tune anything here, by why: said, not silently dropped
+    skipped: Counter[str] = Counter()
+    for case in cases:
+        if case.kind == "functional" or (case.scenario and is_functional(case.scenario)):
+            continue
+        if case.flavour not in flavours:
+            skipped[f"flavour '{case.flavour}' is not in {thresholds.display}"] += 1
+        elif case.scenario not in thresholds.scenarios:
+            skipped[f"'{case.scenario}' is no scenario or rt-test of {suite.source}"] += 1
+        else:
+            by_series.setdefault(Series(case.flavour, case.scenario, case.interval_us),
+                                 []).append(case)
+    notes = [f"{count} run(s) not used: {why}" for why, count in skipped.items()]
+    if last is not None:
+        by_series = {series: runs[-last:] for series, runs in by_series.items()}
+
+    rows: list[Row] = []
+    changes: list[Change] = []
+    reasons: dict[Node, tuple[str, str | None]] = {}
+    # cases without runs whose limit stays where it is, per flavour
+    without_runs: dict[str, dict[Series, None]] = {}
+    listed: set[Series] = set()
+    reason_parts: dict[Node, list[tuple[str, Change]]] = {}
+    for name in flavours:
+        flavour_node = board_node["flavours"][name]
+        all_series = _series_of(suite, name, by_series)
+        for metric in METRICS:
+            targets: list[_Target] = []
+            olds: dict[Series, Threshold] = {}
+            for series in all_series:
+                limits = thresholds.lookup(board, name, series.scenario, series.interval_us)
+                old = limits.get(metric)
+                if old is None or (series.interval_us is None and metric == "p99_9_us"):
+                    continue
+                olds[series] = old
+                targets.append(_Target(series, evidence(by_series.get(series, []), metric,
+                                                        method), old.value))
+            if not targets:
+                continue
+
+            def explicit(node: Node, metric: str = metric,
+                         flavour_node: CommentedMap = flavour_node) -> float | None:
+                level = level_of(flavour_node, node)
+                return None if level is None else level.get(metric)
+
+            above = limit_above(doc, board_node, metric)
+            plan = _plan_metric(metric, targets, explicit, above, method.merge)
+
+            def own(node: Node, plan: dict[Node, float] = plan,
+                    explicit: Callable[[Node], float | None] = explicit) -> float | None:
+                return plan.get(node, explicit(node))
+
+            for node, value in plan.items():
+                serves = tuple(t for t in targets if _setting_node(t.series, own) == node)
+                level = level_of(flavour_node, node)
+                line = line_of(level, metric)
+                change = Change(node, metric, explicit(node), line, value, serves)
+                changes.append(change)
+                reason_parts.setdefault(node, []).append((metric, change))
+            for target in targets:
+                setting = _setting_node(target.series, own)
+                new = _effective(target.series, own, above)
+                assert new is not None
+                if not target.evidence.runs and setting not in plan:
+                    without_runs.setdefault(name, {})[target.series] = None
+                    continue
+                listed.add(target.series)
+                rows.append(Row(target.series, metric, olds[target.series], target.evidence,
+                                new, node_name(setting) if setting else "board/defaults",
+                                setting in plan))
+
+    for node, parts in reason_parts.items():
+        level = level_of(board_node["flavours"][node[0]], node)
+        replaced = None
+        if level is not None and isinstance(level.get("reason"), str):
+            replaced = " ".join(str(level["reason"]).split())
+        reasons[node] = (_reason(parts, today, method, baseline_text(ref, since, last)),
+                         replaced)
+    rows.sort(key=lambda r: (flavours.index(r.series.flavour),
+                             _order(suite, r.series), METRICS.index(r.metric)))
+    text = original
+    if changes:
+        apply_limits(doc, board_node, {(c.node, c.metric): c.new for c in changes},
+                     {node: reason for node, (reason, _) in reasons.items()}, suite)
+        text = dump(yaml, doc, original)
+    suggestion = Suggestion(board, thresholds.display, method,
+                            baseline_text(ref, since, last), tuple(rows), tuple(changes),
+                            reasons, _compact(suite, without_runs, listed, by_series),
+                            tuple(notes), text, original)
+    if write and changes:
+        write_checked(thresholds_path, text, suite, board,
+                      [(row.series, row.metric, row.new) for row in rows])
+        suggestion = attr.evolve(suggestion, written=True)
+    return suggestion
+
+def _compact(suite: Suite, without: Mapping[str, Mapping[Series, None]], listed: set[Series],
+             by_series: Mapping[Series, list[CaseRow]]) -> tuple[str, ...]:
+    """Per flavour, the cases without runs (and not in the table), a scenario named once
+    when none of its intervals has runs: "std: all 38 cases", "rt: cpu100_isolated,
+    oslat"."""
+    out = []
+    for flavour, series in without.items():
+        missing = [s for s in series if s not in listed]
+        every = _series_of(suite, flavour, by_series)
+        if len(missing) == len(every):
+            out.append(f"{flavour}: all {len(every)} cases")
+            continue
+        names: list[str] = []
+        for scenario in dict.fromkeys(s.scenario for s in missing):
+            mine = [s for s in missing if s.scenario == scenario]
+            if len(mine) == sum(s.scenario == scenario for s in every):
+                names.append(scenario)
+            else:
+                names += [s.short() for s in mine]
+        if names:
+            out.append(f"{flavour}: {', '.join(names)}")
+    return tuple(out)
+
+
+def _series_of(suite: Suite, flavour: str,
+               by_series: Mapping[Series, list[CaseRow]]) -> list[Series]:
+    """The suite's cases of a flavour, and any other the history has (an interval run by
+    hand), in the order of the suite."""
+    series = [Series(flavour, name, interval) for name in suite.scenarios
+              for interval in suite.intervals_us]
+    series += [Series(flavour, tool, None) for tool in suite.rt_tests if not is_functional(tool)]
+    series += [s for s in by_series if s.flavour == flavour and s not in series]
+    return sorted(series, key=lambda s: _order(suite, s))
+
+
+def _order(suite: Suite, series: Series) -> tuple[int, int]:
+    names = [*suite.scenarios, *suite.rt_tests]
+    position = names.index(series.scenario) if series.scenario in names else len(names)
+    return position, series.interval_us or 0
+
+
+def _reason(parts: list[tuple[str, Change]], today: datetime.date, method: Method,
+            baseline: str) -> str:
+    """The ``reason:`` of a level the edit changed: the data and the arithmetic, so that
+    the file itself says where each number came from."""
+    tuned: list[str] = []
+    kept: list[str] = []
+    # the runs of each case (the same runs give every metric its figure)
+    runs: dict[Series, int] = {}
+    first: datetime.datetime | None = None
+    last: datetime.datetime | None = None
+    for metric, change in parts:
+        served = [t for t in change.serves if t.tuned]
+        source = [t for t in served if t.value == change.new]
+        if not source:
+            why = sorted({t.evidence.missing or "" for t in change.serves} - {""})
+            kept.append(f"{metric} {format_us(change.new)} as before: {'; '.join(why)}")
+            continue
+        for target in served:
+            runs[target.series] = max(runs.get(target.series, 0), target.evidence.runs)
+            if target.evidence.first is not None and target.evidence.last is not None:
+                first = min(first or target.evidence.first, target.evidence.first)
+                last = max(last or target.evidence.last, target.evidence.last)
+        # the value is the highest suggestion among the cases it serves: name whose
+        top = source[0]
+        where = f" ({top.series.short()})" if len(served) > 1 else ""
+        tuned.append(f"{metric} {top.evidence.label} of worst-CPU {FIGURE_NAME[metric]} "
+                     f"{format_us(top.evidence.observed or 0)}{where} × {method.margin:g} "
+                     f"→ {format_us(change.new)}")
+    if not tuned:
+        return (f"kept {today:%Y-%m-%d} by rtlab thresholds suggest when the limit above "
+                f"changed: {'; '.join(kept)}.")
+    dates = f", {first:%Y-%m-%d}..{last:%Y-%m-%d}" if first and last else ""
+    of = f" of {len(runs)} cases" if len(runs) > 1 else ""
+    return (f"suggested {today:%Y-%m-%d} from {sum(runs.values())} runs{of} "
+            f"({baseline}{dates}): "
+            + "; ".join(tuned + kept) + ".")
