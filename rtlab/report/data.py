@@ -17,7 +17,15 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from .. import stats
-from ..store.query import CaseFigures, CaseRow, CpuRow, case_figures, latest, series_counts
+from ..store.query import (
+    CaseFigures,
+    CaseIdentity,
+    CaseRow,
+    CpuRow,
+    case_figures,
+    latest,
+    series_counts,
+)
 from ..thresholds import DEFAULT_PATH as DEFAULT_THRESHOLDS
 from ..thresholds import (
     StatisticsPolicy,
@@ -273,21 +281,21 @@ def collect(session: Session, selection: Selection, *, thresholds: Thresholds | 
     if thresholds is None and (thresholds_path is not None or DEFAULT_THRESHOLDS.is_file()):
         thresholds = load_thresholds(thresholds_path)
     filters = {"boards": selection.boards or None, "flavours": selection.flavours or None}
-    current = {_key(case): case for case in latest(
+    current = {case.series: case for case in latest(
         session, **filters, ref=selection.candidate_ref,
         pipeline_id=selection.candidate_pipeline)}
     if not current:
         return ReportData(selection, now or _now(), (), (), (), 0)
     # the newest measured candidate of every series: its histograms are the latency plot
     # and the candidate of the comparison (an error has nothing to compare)
-    measured = {_key(case): case for case in latest(
+    measured = {case.series: case for case in latest(
         session, **filters, ref=selection.candidate_ref,
         pipeline_id=selection.candidate_pipeline, verdicts=MEASURED, histograms=True)}
     baselines: dict[SeriesKey, list[CaseRow]] = {}
     if selection.baseline_runs > 0:
         for case in latest(session, **filters, ref=selection.baseline_ref, verdicts=MEASURED,
                            per_series=selection.baseline_runs + 1, histograms=True):
-            baselines.setdefault(_key(case), []).append(case)
+            baselines.setdefault(case.series, []).append(case)
 
     keys = sorted(current, key=_sort_key)
     policies = {key: _policy(thresholds, key) for key in keys}
@@ -331,10 +339,6 @@ def _policy(thresholds: Thresholds | None, key: SeriesKey) -> StatisticsPolicy |
 
 def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC).replace(microsecond=0)
-
-
-def _key(case: CaseRow | CaseFigures) -> SeriesKey:
-    return (case.board, case.flavour, case.scenario, case.interval_us)
 
 
 def _judged(case: CaseRow) -> dict[str, Limit]:
@@ -503,7 +507,7 @@ def _run_label(case: CaseRow) -> str:
     return case.started.strftime("%Y-%m-%d %H:%M")
 
 
-def point_label(point: CaseFigures | CaseRow) -> str | None:
+def point_label(point: CaseIdentity) -> str | None:
     """How a trend names a run: its pipeline, else its commit."""
     if point.pipeline_id:
         return f"#{point.pipeline_id}"

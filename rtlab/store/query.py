@@ -32,34 +32,46 @@ class CpuRow:
     histogram: np.ndarray | None = attr.field(default=None, eq=False)
 
 
-@attr.frozen
-class CaseRow:
+@attr.frozen(kw_only=True)
+class CaseIdentity:
+    """What names a stored case and the run it belongs to, in every view of it."""
+
     case_id: int
-    run_key: str
-    name: str
     board: str
     flavour: str
     scenario: str | None
     interval_us: int | None
     kind: str
     verdict: str
-    message: str
     started: datetime.datetime
-    place: str | None
-    kernel_release: str | None
-    realtime: bool | None
     pipeline_id: str | None
     commit_sha: str | None
     ref_name: str | None
-    merge_request_iid: str | None
-    cpus: tuple[CpuRow, ...]
-    # metric -> (value, thresholds.yaml:LINE) the case was judged by
-    limits: dict[str, tuple[float, str | None]] = attr.field(factory=dict, eq=False)
+
+    @property
+    def series(self) -> tuple[str, str, str | None, int | None]:
+        return (self.board, self.flavour, self.scenario, self.interval_us)
 
     @property
     def measured(self) -> bool:
         """A verdict on figures: pass or fail, not an error or a skip."""
         return self.verdict in ("pass", "fail")
+
+
+@attr.frozen(kw_only=True)
+class CaseRow(CaseIdentity):
+    """A case with its run's details and every CPU's figures."""
+
+    run_key: str
+    name: str
+    message: str
+    place: str | None
+    kernel_release: str | None
+    realtime: bool | None
+    merge_request_iid: str | None
+    cpus: tuple[CpuRow, ...]
+    # metric -> (value, thresholds.yaml:LINE) the case was judged by
+    limits: dict[str, tuple[float, str | None]] = attr.field(factory=dict, eq=False)
 
     def worst(self, figure: str) -> float | None:
         """The worst CPU's figure (``max_us``, ``avg_us``, ``p99_9_us``...), None when no
@@ -163,24 +175,13 @@ def latest(session: Session, *, boards: Sequence[str] | None = None,
     return [_row(case, histograms) for case in session.scalars(query)]
 
 
-@attr.frozen
-class CaseFigures:
+@attr.frozen(kw_only=True)
+class CaseFigures(CaseIdentity):
     """One case's headline figures, the worst judged CPU's (as :meth:`CaseRow.worst`
     takes them), from one aggregated query: a trend over thousands of runs needs no
     per-CPU objects. Figures are as stored: an error case may carry some, and only its
     verdict says whether they mean anything."""
 
-    case_id: int
-    board: str
-    flavour: str
-    scenario: str | None
-    interval_us: int | None
-    kind: str
-    verdict: str
-    started: datetime.datetime
-    pipeline_id: str | None
-    commit_sha: str | None
-    ref_name: str | None
     max_us: float | None
     avg_us: float | None
     # None when unknown on any judged CPU (past the histogram's range, or not measured)
@@ -189,10 +190,6 @@ class CaseFigures:
     p99_9_past_range: int
     histogram_range_us: int | None
     overflows: int
-
-    @property
-    def series(self) -> tuple[str, str, str | None, int | None]:
-        return (self.board, self.flavour, self.scenario, self.interval_us)
 
 
 def series_counts(session: Session, *, boards: Sequence[str] | None = None,
@@ -238,10 +235,13 @@ def case_figures(session: Session, *, boards: Sequence[str] | None = None,
             and_(Case.board == board, Case.flavour == flavour,
                  Case.scenario.is_(None) if scenario is None else Case.scenario == scenario)
             for board, flavour, scenario in groups)))
-    return [CaseFigures(case_id, board, flavour, scenario, interval_us, kind, verdict,
-                        _utc(started), pipeline_id, commit_sha, ref_name, max_us, avg_us,
-                        None if unknown_cpus or p99_9 is None else p99_9,
-                        int(past or 0), range_us, int(overflows))
+    return [CaseFigures(case_id=case_id, board=board, flavour=flavour, scenario=scenario,
+                        interval_us=interval_us, kind=kind, verdict=verdict,
+                        started=_utc(started), pipeline_id=pipeline_id, commit_sha=commit_sha,
+                        ref_name=ref_name, max_us=max_us, avg_us=avg_us,
+                        p99_9_us=None if unknown_cpus or p99_9 is None else p99_9,
+                        p99_9_past_range=int(past or 0), histogram_range_us=range_us,
+                        overflows=int(overflows))
             for (case_id, board, flavour, scenario, interval_us, kind, verdict, started,
                  pipeline_id, commit_sha, ref_name, max_us, avg_us, p99_9, unknown_cpus,
                  past, range_us, overflows) in session.execute(query)]
