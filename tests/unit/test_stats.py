@@ -419,3 +419,44 @@ def test_a_hundred_million_samples_per_cpu_cost_no_more_than_ten_thousand():
     assert estimate.fitted and estimate.samples == 100_000_000
     assert compare(big[0], big[1:]).outcome == NO_CHANGE
     assert big[0].quantile(Fraction(999, 1000)) == big[0].percentiles()["p99_9"].value_us
+
+
+def test_a_spread_known_from_few_runs_is_not_taken_as_exact():
+    # three baseline runs know their spread to 2 degrees of freedom: a candidate 4 of
+    # their standard deviations out is within what such runs allow (Student t, not normal)
+    rng = np.random.default_rng(29)
+    candidate = draw(1_000_000, rng, stretch=1.12)
+    few = compare(candidate, runs(3, 1_000_000, rng, [0.97, 1.0, 1.03]))
+    assert few.outcome != REGRESSION and few.ci_us[0] < 0 < few.run_spread_us
+    assert few.longer == math.inf
+    # twenty runs of the same spread know it well enough to call it
+    many = compare(candidate, runs(20, 1_000_000, rng, list(np.linspace(0.97, 1.03, 20))))
+    assert many.outcome == REGRESSION and many.ci_us[0] > 0
+
+
+def test_a_regression_needs_the_interval_above_zero_and_the_difference_beyond_the_tolerance():
+    rng = np.random.default_rng(30)
+    baseline = runs(5, 1_000_000, rng)
+    # proven (the interval above 0) and larger than the tolerance, though the interval's
+    # lower end is not: a regression
+    verdict = compare(draw(1_000_000, rng, stretch=1.06), baseline)
+    assert 0 < verdict.ci_us[0] < verdict.tolerance_us < verdict.difference_us
+    assert verdict.outcome == REGRESSION
+    # proven but within the tolerance: no change
+    small = compare(draw(1_000_000, rng, stretch=1.04), baseline)
+    assert 0 < small.difference_us < small.tolerance_us
+    assert small.outcome == NO_CHANGE
+    assert small.confidence == 0.98
+
+
+def test_a_a_false_fails_stay_below_the_level_when_runs_differ_widely():
+    # 12 % run-to-run spread of the latency scale against 4 baseline runs: a normal
+    # interval around the runs' sample spread fails several percent of such candidates
+    rng = np.random.default_rng(31)
+    fails = 0
+    for trial in range(150):
+        stretches = np.exp(rng.normal(0, 0.12, 5))
+        baseline = runs(4, 20_000, rng, list(stretches[:4]))
+        candidate = draw(20_000, rng, stretch=float(stretches[4]))
+        fails += compare(candidate, baseline, seed=trial, resamples=1000).outcome == REGRESSION
+    assert fails <= 3
