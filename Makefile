@@ -2,7 +2,11 @@
 #   make demo            the main job on the virtual rack (FULL=1: the whole matrix)
 #   make demo PIPELINE=1 the GitLab pipeline, run locally on the virtual rack
 #   make test            lint + all tests of rtlab itself, incl. the virtual rack
-.PHONY: demo test bootstrap lint
+#   make test-kernel     the i.MX6Q preempt-rt kernel built from source, booted on the
+#                        virtual rack, one option changed, rebuilt and booted again
+#                        (slow: 8-15 min on two cores from cold, under 2 with a warm
+#                        build folder; not part of `make test`)
+.PHONY: demo test test-kernel bootstrap lint
 
 VENV := .venv/bin
 
@@ -18,6 +22,11 @@ lint: bootstrap
 
 test: bootstrap lint
 	$(VENV)/pytest -ra
+
+# tests/kernel is outside pytest's testpaths; -s shows the build's progress as it runs.
+# (The bootstrap's kernel-source step installs the cross toolchain and prepares the tree.)
+test-kernel: bootstrap
+	$(VENV)/pytest -s -ra tests/kernel
 
 demo: bootstrap
 	$(if $(PIPELINE),$(VENV)/python bench/pipeline_times.py --keep out/pipeline-demo,$(VENV)/rtlab demo $(if $(FULL),--full))

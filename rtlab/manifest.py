@@ -34,6 +34,15 @@ def read_image_manifest(path: Path) -> dict[str, Any]:
             require(path, kernel, key, (str, type(None)), f"{WHAT} 'kernel'")
     if "hz" in kernel:
         require(path, kernel, "hz", (int, type(None)), f"{WHAT} 'kernel'")
+    # where the kernel came from: a Debian package or `rtlab kernel build`, whose build
+    # manifest the records then carry (absent in manifests from before kernel builds)
+    if "source" in kernel:
+        source = require(path, kernel, "source", (str,), f"{WHAT} 'kernel'")
+        if source not in ("debian", "build"):
+            raise JsonFileError(f"{path}:{json_line_of(kernel, 'source')}: {WHAT} 'kernel' "
+                                f"'source' must be 'debian' or 'build', got {source!r}")
+        if source == "build":
+            require(path, kernel, "build", (dict,), f"{WHAT} 'kernel'")
     sd_image = require(path, manifest, "sd_image", (dict,), WHAT)
     sha256 = require(path, sd_image, "sha256", (str,), f"{WHAT} 'sd_image'")
     if not _SHA256.fullmatch(sha256):

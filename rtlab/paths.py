@@ -31,3 +31,9 @@ def health_dir() -> Path:
     """The places' health records (rtlab.lab.health); ``RTLAB_HEALTH_DIR`` moves them, e.g.
     to a folder every CI runner of the lab host shares."""
     return Path(os.environ.get("RTLAB_HEALTH_DIR", cache_dir() / "health")).resolve()
+
+
+def kernel_cache_dir() -> Path:
+    """Kernel downloads, source trees and build folders; ``RTLAB_KERNEL_CACHE`` moves them
+    (a CI cache, or a disk with room: an unpacked tree is about 1.5 GB)."""
+    return Path(os.environ.get("RTLAB_KERNEL_CACHE", cache_dir() / "kernel")).resolve()

@@ -1,17 +1,19 @@
 #!/bin/sh
 # The one idempotent set-up behind `make demo` and `make test` on Debian bookworm (root):
 # host packages, foreign-architecture package lists for the guest images, the Python venv,
-# and the board images. Each step is skipped when already done; downloads are cached under
+# the board images, the kernel build tools and the RT-patched kernel source, and the local
+# pipeline runner. Each step is skipped when already done; downloads are cached under
 # .cache/ (git-ignored), so a second run downloads nothing.
 #
 #   scripts/bootstrap.sh                   every step
-#   scripts/bootstrap.sh packages venv     only these (the CI job image: docker/ci/Dockerfile)
+#   scripts/bootstrap.sh packages venv     only these (the CI job image, docker/ci/Dockerfile:
+#                                          packages venv kernel-tools)
 # RTLAB_PIP_EXTRAS (default dev) names the pyproject extras the venv gets (the exporter
 # image: exporter).
 set -eu
 cd "$(dirname "$0")/.."
 
-ALL_STEPS="packages venv images pipeline-tools"
+ALL_STEPS="packages venv images kernel-tools kernel-source pipeline-tools"
 STEPS="${*:-$ALL_STEPS}"
 for step in $STEPS; do
     case " $ALL_STEPS " in
@@ -25,6 +27,8 @@ EXTRAS="${RTLAB_PIP_EXTRAS:-dev}"
 HOST_PACKAGES="qemu-system-arm bmap-tools socat cpio device-tree-compiler mtools dosfstools
 fdisk e2fsprogs xz-utils zstd binutils microcom telnet python3-venv iproute2 procps postgresql"
 GUEST_ARCHES="armhf arm64"
+KERNEL_PACKAGES="gcc-arm-linux-gnueabihf gcc-aarch64-linux-gnu bc bison flex libssl-dev ccache
+u-boot-tools libelf-dev make gcc libc6-dev dpkg-dev patch xz-utils git"
 
 say() { printf '[bootstrap] %s\n' "$*"; }
 
@@ -82,6 +86,29 @@ fi
 if want images; then
     say "board images"
     .venv/bin/rtlab image build --board all --flavour all
+fi
+
+if want kernel-tools; then
+    # Kernel builds from source (rtlab kernel config|build, README): cross compilers, the
+    # kernel's host build tools, dpkg-source + patch for the RT-patched Debian source.
+    kernel_missing=""
+    for pkg in $KERNEL_PACKAGES; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" \
+            || kernel_missing="$kernel_missing $pkg"
+    done
+    if [ -n "$kernel_missing" ]; then
+        apt_update
+        say "installing (kernel builds):$kernel_missing"
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+            --no-install-recommends $kernel_missing
+    fi
+fi
+
+if want kernel-source; then
+    # the pinned source of kernel/source.yaml, SHA-256 checked, unpacked and RT-patched once
+    # (about 150 MB download, 1.5 GB unpacked; RTLAB_KERNEL_CACHE moves it)
+    say "kernel source"
+    .venv/bin/rtlab kernel source >/dev/null
 fi
 
 if want pipeline-tools; then

@@ -57,6 +57,9 @@ class BoardModel:
     """QEMU options that attach the board's network interface to the netdev `net0`."""
     no_network: str | None = None
     """Why the emulated board has no network; the network load skips with this reason."""
+    qemu_append: tuple[str, ...] = ()
+    """Kernel parameters the virtual rack adds at boot to what the card's extlinux.conf
+    says: what the emulator needs and a physical board must not get."""
 
     def __attrs_post_init__(self) -> None:
         # Exactly one of the two: a board silently without network would skip the load
@@ -109,6 +112,10 @@ BOARD_MODELS: dict[str, BoardModel] = {
         poweroff_resets=True,
         # -net nic (not -device) is how QEMU reaches an on-board NIC: the FEC
         qemu_nic=("-net", "nic,netdev=net0"),
+        # QEMU 7.2 never sets the UART's USR2_WAKE; a 6.12 kernel's RX flood check then
+        # soft-resets the console UART every fourth receive interrupt and loses input.
+        # rtlab's kernels take this switch (kernel/patches/); older kernels ignore it.
+        qemu_append=("imx.flood_check=0",),
         # QEMU raises the FEC's MAC interrupts on its PPS line too; Linux's PPS handler
         # does not claim them, and under network load the kernel disables that line with
         # an "irq nobody cared" backtrace on the console. Only the MAC line is wired.

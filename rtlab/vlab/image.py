@@ -48,7 +48,10 @@ SD_IMAGE = "sdcard.img"
 BMAP = "sdcard.img.bmap"
 MANIFEST = "manifest.json"
 KERNEL_INFO = "kernel.json"
-KERNEL_INFO_SCHEMA = "rtlab.kernel/1"
+KERNEL_INFO_SCHEMA = "rtlab.kernel/2"
+# /1 had only Debian packages; /2 adds `source: build` (rtlab kernel build). Both are read.
+KERNEL_INFO_SCHEMAS = ("rtlab.kernel/1", KERNEL_INFO_SCHEMA)
+KERNEL_SOURCES = ("debian", "build")
 INITRD = "initrd.img"
 EXTLINUX_CONF = "extlinux/extlinux.conf"
 
@@ -111,6 +114,7 @@ def build_image(
     # One apt-cache run for everything a previous build used: each run costs seconds.
     apt.prefetch([metapackage, *_recorded_packages(previous)])
     given = _read_kernel_info(kernel_dir, board, flavour) if kernel_dir else None
+    built = given is not None and given["source"] == "build"
     if given:
         kernel_name, kernel_version = given["package"], given["version"]
     else:
@@ -125,6 +129,11 @@ def build_image(
     }
     if given:
         inputs["kernel_sha256"] = given["sha256"]
+    if built:
+        inputs["kernel_source"] = "build"
+    if given and given.get("provided") is not None:
+        # the build stage's choice and reason (rtlab kernel provide) goes into the manifest
+        inputs["kernel_provided"] = given["provided"]
     inputs = json.loads(json.dumps(inputs))  # as it reads back from the manifest
     reused = _reusable(dest, previous, inputs, apt)
     if reused is not None:
@@ -137,8 +146,10 @@ def build_image(
     _remove_stale_work_dirs(out_dir, f".{board}-{flavour}.")
     work = Path(tempfile.mkdtemp(prefix=f".{board}-{flavour}.", dir=out_dir))
     try:
-        kernel = _unpack_given_kernel(kernel_dir, given, model.arch, work) if given else None
-        manifest = _Builder(model, flavour, apt, work, progress, kernel).build(
+        kernel = _unpack_given_kernel(kernel_dir, given, model, work) if given else None
+        manifest = _Builder(model, flavour, apt, work, progress, kernel,
+                            built=given if built else None,
+                            provided=given.get("provided") if given else None).build(
             metapackage, kernel_name, inputs
         )
         _publish(work, dest, manifest)
@@ -213,37 +224,103 @@ def fetch_kernel(
 
 
 def _read_kernel_info(kernel_dir: Path, board: str, flavour: str) -> dict:
-    """kernel.json of a build stage's kernel, checked against what is to be built."""
+    """kernel.json of a build stage's kernel, checked against what is to be built: a
+    Debian package (``source: debian``, from `rtlab kernel fetch`) or a kernel built from
+    source (``source: build``, from `rtlab kernel build`)."""
     path = kernel_dir / KERNEL_INFO
     try:
         info = json.loads(path.read_text())
     except (OSError, ValueError) as error:
         raise ImageError(f"{path}: no kernel from the build stage: {error}") from error
-    if info.get("schema") != KERNEL_INFO_SCHEMA:
-        raise ImageError(f"{path}: schema {info.get('schema')!r}, expected "
-                         f"{KERNEL_INFO_SCHEMA}")
-    for key in ("board", "flavour", "package", "version", "deb", "sha256"):
+    if not isinstance(info, dict) or info.get("schema") not in KERNEL_INFO_SCHEMAS:
+        schema = info.get("schema") if isinstance(info, dict) else None
+        raise ImageError(f"{path}: schema {schema!r}, expected one of "
+                         f"{', '.join(KERNEL_INFO_SCHEMAS)}")
+    info.setdefault("source", "debian")
+    if info["source"] not in KERNEL_SOURCES:
+        raise ImageError(f"{path}: 'source' must be one of {', '.join(KERNEL_SOURCES)}, "
+                         f"got {info['source']!r}")
+    built = info["source"] == "build"
+    keys = ("release", "cmdline") if built else ("deb",)
+    for key in ("board", "flavour", "package", "version", "sha256", *keys):
         if not isinstance(info.get(key), str) or not info[key]:
             raise ImageError(f"{path}: {key!r} must be a non-empty string")
     if (info["board"], info["flavour"]) != (board, flavour):
-        raise ImageError(f"{path} is the kernel of {info['board']}-{info['flavour']}, "
-                         f"not of {board}-{flavour}")
+        what = (f"{info['board']}-{info.get('kernel_flavour')} (judged as "
+                f"{info['flavour']})" if built else f"{info['board']}-{info['flavour']}")
+        raise ImageError(f"{path} is the kernel of {what}, not of {board}-{flavour}")
+    if built:
+        _check_built_files(kernel_dir, path, info)
+        return info
     deb = kernel_dir / info["deb"]
     if not deb.is_file() or debian.sha256_file(deb) != info["sha256"]:
         raise ImageError(f"{deb} is missing or does not match the SHA-256 in {path}")
     return info
 
 
-def _unpack_given_kernel(kernel_dir: Path | None, info: dict, arch: str,
+def _check_built_files(kernel_dir: Path, path: Path, info: dict) -> None:
+    """Every file a built kernel's kernel.json names is there with its SHA-256."""
+    files = info.get("files")
+    if not isinstance(files, dict) or not isinstance(info.get("build"), dict):
+        raise ImageError(f"{path}: a built kernel needs 'files' and 'build' mappings")
+    facts = [files.get("image"), *files.get("dtbs", []), files.get("config"),
+             *files.get("builtin", [])]
+    if files.get("modules") is not None:
+        facts.append(files["modules"])
+    if files.get("image") is None or not files.get("dtbs") or files.get("config") is None:
+        raise ImageError(f"{path}: 'files' must name the image, the DTBs and the config")
+    for fact in facts:
+        if not isinstance(fact, dict) or not isinstance(fact.get("file"), str):
+            raise ImageError(f"{path}: bad entry in 'files': {fact!r}")
+        file = kernel_dir / fact["file"]
+        if not file.is_file() or debian.sha256_file(file) != fact.get("sha256"):
+            raise ImageError(f"{file} is missing or does not match the SHA-256 in {path}")
+
+
+def _unpack_given_kernel(kernel_dir: Path | None, info: dict, model: BoardModel,
                          work: Path) -> debian.DebPackage:
     # unpacked into this build's work folder, not the shared cache: a build stage's
     # package may carry a Debian package's name with other contents
     assert kernel_dir is not None
-    deb = kernel_dir / info["deb"]
     root = work / "kernel"
+    if info["source"] == "build":
+        return _lay_out_built_kernel(kernel_dir, info, model, root)
+    deb = kernel_dir / info["deb"]
     _run(["dpkg-deb", "-x", str(deb), str(root)])
-    return debian.DebPackage(name=info["package"], arch=arch, version=info["version"],
+    return debian.DebPackage(name=info["package"], arch=model.arch, version=info["version"],
                              deb=deb, root=root)
+
+
+def _lay_out_built_kernel(kernel_dir: Path, info: dict, model: BoardModel,
+                          root: Path) -> debian.DebPackage:
+    """A built kernel's files where a Debian kernel package keeps them (boot/vmlinuz-R,
+    boot/config-R, usr/lib/linux-image-R/<dtb>, lib/modules/R/), so that one builder
+    packs both."""
+    release, files = info["release"], info["files"]
+    boot = root / "boot"
+    boot.mkdir(parents=True)
+    image = kernel_dir / files["image"]["file"]
+    shutil.copyfile(image, boot / f"vmlinuz-{release}")
+    shutil.copyfile(kernel_dir / files["config"]["file"], boot / f"config-{release}")
+    # the board model names the DTB by its path in Debian's package; a build has it
+    # under its dts/ path (nxp/imx/…): the file name is what both share
+    wanted = PurePosixPath(model.dtb).name
+    dtbs = [d for d in files["dtbs"] if PurePosixPath(d["file"]).name == wanted]
+    if not dtbs:
+        raise ImageError(f"{kernel_dir}: the built kernel has no {wanted} (built: "
+                         f"{', '.join(d['file'] for d in files['dtbs'])})")
+    dtb = root / "usr/lib" / f"linux-image-{release}" / model.dtb
+    dtb.parent.mkdir(parents=True)
+    shutil.copyfile(kernel_dir / dtbs[0]["file"], dtb)
+    modules = root / "lib/modules" / release
+    modules.mkdir(parents=True)
+    if files.get("modules") is not None:
+        _run(["tar", "-xzf", str(kernel_dir / files["modules"]["file"]), "-C", str(root),
+              "--no-same-owner", "lib/modules"])
+    for fact in files.get("builtin", []):
+        shutil.copyfile(kernel_dir / fact["file"], modules / PurePosixPath(fact["file"]).name)
+    return debian.DebPackage(name=info["package"], arch=model.arch, version=info["version"],
+                             deb=image, root=root)
 
 
 def _remove_stale_work_dirs(out_dir: Path, prefix: str) -> None:
@@ -284,7 +361,10 @@ def _recorded_packages(manifest: dict) -> dict[str, str]:
     if not manifest:
         return {}
     recorded = {p["name"]: p["version"] for p in manifest["packages"]}
-    recorded[manifest["kernel"]["package"]] = manifest["kernel"]["version"]
+    # a kernel built from source is no Debian package: kernel_sha256 in the inputs
+    # decides whether it changed
+    if manifest["kernel"].get("source", "debian") == "debian":
+        recorded[manifest["kernel"]["package"]] = manifest["kernel"]["version"]
     return recorded
 
 
@@ -353,9 +433,15 @@ class _Builder:
         work: Path,
         progress: Callable[[str], None],
         kernel: debian.DebPackage | None = None,
+        built: dict | None = None,
+        provided: dict | None = None,
     ) -> None:
+        self.provided = provided
+        """Which kernel the build stage handed on and why (kernel.json's ``provided``)."""
         self.kernel = kernel
         """The build stage's kernel, or None for the one Debian's metapackage names."""
+        self.built = built
+        """kernel.json of a kernel built from source (``kernel`` is then its files)."""
         self.model = model
         self.flavour = flavour
         self.apt = apt
@@ -389,13 +475,17 @@ class _Builder:
         # where a Debian system keeps it, so the board can tell which kernel it runs
         (self.rootfs / "boot").mkdir()
         shutil.copyfile(config_path, self.rootfs / "boot" / f"config-{release}")
-        modules = self._install_modules(kernel, release)
+        modules, builtin = self._install_modules(kernel, release)
         self.boot.mkdir()
         (self.boot / "extlinux").mkdir()
         self._install_kernel(kernel, release)
         self._install_dtb(kernel, release)
         write_initramfs(self.rootfs, self.boot / INITRD)
         append = f"console={model.console} quiet"
+        if self.built:
+            # a built kernel boots with its board's command line from kernel/boards.yaml
+            # (isolcpus included); like Debian's, it names no root= (the initramfs is it)
+            append = self.built["cmdline"]
         (self.boot / EXTLINUX_CONF).write_text(
             self._extlinux_conf(kernel_name, kernel.version, append)
         )
@@ -405,7 +495,8 @@ class _Builder:
         self._make_bmap(sd)
 
         sd_sha = debian.sha256_file(sd)
-        meta = self.apt.candidate(metapackage)
+        # a built kernel comes from no metapackage: naming one would misattribute it
+        meta = None if self.built else self.apt.candidate(metapackage)
         return {
             "schema": SCHEMA_VERSION,
             "image_id": sd_sha[:16],
@@ -414,14 +505,16 @@ class _Builder:
             "arch": model.arch,
             "build_time": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "kernel": {
-                "metapackage": metapackage,
-                "metapackage_version": meta.version,
+                "metapackage": None if meta is None else metapackage,
+                "metapackage_version": None if meta is None else meta.version,
                 "package": kernel_name,
                 "version": kernel.version,
                 "release": release,
                 "preemption": preemption,
                 "hz": int(hz.group(1)) if hz else None,
                 "modules": modules,
+                "builtin_modules": builtin,
+                **self._kernel_origin(),
             },
             "cmdline": append,
             "packages": [
@@ -439,6 +532,17 @@ class _Builder:
             "bmap": {"file": BMAP, "sha256": debian.sha256_file(self.work / BMAP)},
             "inputs": inputs,
         }
+
+    def _kernel_origin(self) -> dict:
+        """Whether the kernel is Debian's or built from source, and for a built one the
+        build manifest: the result records carry it (image.kernel)."""
+        origin: dict = {"source": "debian"}
+        if self.built is not None:
+            origin = {"source": "build", "kernel_flavour": self.built.get("kernel_flavour"),
+                      "kernel_sha256": self.built["sha256"], "build": self.built["build"]}
+        if self.provided is not None:
+            origin["provided"] = self.provided
+        return origin
 
     # -- userland ------------------------------------------------------------------------
 
@@ -531,18 +635,27 @@ class _Builder:
             f"KERNEL_RELEASE={release}\n"
         )
 
-    def _install_modules(self, kernel: debian.DebPackage, release: str) -> list[str]:
-        """Copy the board's modules and their dependencies; returns them in load order."""
+    def _install_modules(self, kernel: debian.DebPackage,
+                         release: str) -> tuple[list[str], list[str]]:
+        """Copy the board's modules and their dependencies; returns them in load order,
+        and the board's modules the kernel has built in (nothing to load: a kernel built
+        without module support has them all built in)."""
         src = kernel.root / "lib/modules" / release
         index: dict[str, list[Path]] = {}
-        for ko in (src / "kernel").rglob("*.ko"):
-            index.setdefault(_module_name(ko.stem), []).append(ko)
+        if (src / "kernel").is_dir():
+            for ko in (src / "kernel").rglob("*.ko"):
+                index.setdefault(_module_name(ko.stem), []).append(ko)
+        builtin = _builtin_modules(src)
+        present: list[str] = []
         infos: dict[str, dict[str, list[str]]] = {}
         order: list[str] = []
 
         def visit(name: str, chain: tuple[str, ...]) -> None:
             name = _module_name(name)
-            if name in order:
+            if name in order or name in present:
+                return
+            if name in builtin and name not in index:
+                present.append(name)
                 return
             if name in chain:
                 raise ImageError(f"module dependency loop: {' -> '.join((*chain, name))}")
@@ -592,8 +705,10 @@ class _Builder:
             for name in order:
                 for alias in infos[name].get("alias", []):
                     f.write(f"alias {alias} {name}\n")
-        (self.rootfs / "etc/rtlab/modules").write_text("".join(rel[n] + "\n" for n in order))
-        return [rel[n] for n in order]
+        (self.rootfs / "etc/rtlab/modules").write_text(
+            "".join(f"# built in: {n}\n" for n in present)
+            + "".join(rel[n] + "\n" for n in order))
+        return [rel[n] for n in order], present
 
     # -- boot files ----------------------------------------------------------------------
 
@@ -736,6 +851,16 @@ def applet_overrides(files: Iterable[debian.GuestFile], applets: Iterable[str]) 
 
 def _module_name(name: str) -> str:
     return name.replace("-", "_")
+
+
+def _builtin_modules(modules_dir: Path) -> set[str]:
+    """Names of the drivers built into the kernel that could have been modules (the
+    kernel's modules.builtin: one kernel/…/name.ko path a line)."""
+    path = modules_dir / "modules.builtin"
+    if not path.is_file():
+        return set()
+    return {_module_name(PurePosixPath(line.strip()).name.removesuffix(".ko"))
+            for line in path.read_text().splitlines() if line.strip()}
 
 
 def _elf_programs(pkg: debian.DebPackage) -> Iterable[str]:

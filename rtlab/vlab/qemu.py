@@ -230,5 +230,5 @@ def qemu_command(
     argv += ["-kernel", str(boot.kernel), "-dtb", str(boot.dtb)]
     if boot.initrd is not None:
         argv += ["-initrd", str(boot.initrd)]
-    argv += ["-append", boot.append]
+    argv += ["-append", " ".join([boot.append, *model.qemu_append])]
     return argv
