@@ -91,6 +91,14 @@ def default_out() -> Path:
     return cache_dir() / "pulled"
 
 
+def connect(url: str, credentials: Credentials) -> gitlab.Gitlab:
+    """A python-gitlab client that retries GitLab's transient errors."""
+    return gitlab.Gitlab(url, private_token=None if credentials.job_token
+                         else credentials.token,
+                         job_token=credentials.token if credentials.job_token else None,
+                         timeout=REQUEST_TIMEOUT_S, retry_transient_errors=True)
+
+
 def pull(*, url: str, project: str, credentials: Credentials, out: Path,
          ref: str | None = None, pipelines: int = 20,
          stage: str = DEFAULT_STAGE, job_pattern: str = DEFAULT_JOB_PATTERN,
@@ -100,12 +108,9 @@ def pull(*, url: str, project: str, credentials: Credentials, out: Path,
     the project's default branch)."""
     ask = {"max_retries": retries}
     pattern = re.compile(job_pattern)
-    client = gitlab.Gitlab(url, private_token=None if credentials.job_token
-                           else credentials.token,
-                           job_token=credentials.token if credentials.job_token else None,
-                           timeout=REQUEST_TIMEOUT_S, retry_transient_errors=True)
+    client = connect(url, credentials)
     where = f"{url.rstrip('/')}/api/v4/projects/{project}"
-    with _gitlab_errors(where, credentials):
+    with gitlab_errors(where, credentials):
         if ref is None:
             gl_project = client.projects.get(project, **ask)
             ref = str(gl_project.default_branch)
@@ -224,7 +229,7 @@ def _wanted(inner: PurePosixPath, data: bytes) -> bool:
 
 
 @contextmanager
-def _gitlab_errors(where: str, credentials: Credentials) -> Iterator[None]:
+def gitlab_errors(where: str, credentials: Credentials) -> Iterator[None]:
     """GitLab's and the network's errors as :class:`PullError`: the URL, the status and
     GitLab's message, with the token masked should anything echo it."""
     try:

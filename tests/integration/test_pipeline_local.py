@@ -192,6 +192,11 @@ def test_a_change_that_keeps_preempt_rt_passes_on_both_boards(vlab, clone, rack_
             assert (name, verdict) == (f"qemu-{board}/{flavour}/{CASE}", "pass"), message
             record = only_record(clone, board, flavour)
             assert record["system"]["realtime"] is (flavour == "rt")
+            # the build stage said which kernel it handed on, and why
+            provided = record["image"]["kernel"]["provided"]
+            assert provided["action"] == "debian", provided
+            assert provided["reason"].startswith(
+                "kernel/ unchanged since the merge base with origin/main"), provided
             assert record["ci"]["CI_JOB_ID"], record["ci"]
             folder = clone / "out" / "test" / f"{board}-{flavour}"
             assert not (folder / "reservation.json").exists()

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from rtlab.paths import REPO_ROOT
+from rtlab.kernel.build import default_ccache_dir
+from rtlab.paths import REPO_ROOT, kernel_cache_dir
 from rtlab.vlab.boards import BOARD_MODELS, FLAVOURS
 
 PIPELINE = REPO_ROOT / ".gitlab-ci.yml"
@@ -120,8 +121,15 @@ def test_build_and_image_stages_hand_on_their_outputs(jobs):
     [build] = jobs_of(jobs, "build").values()
     [image] = jobs_of(jobs, "image").values()
     assert build["script"] == [
-        'rtlab kernel fetch --board "$BOARD" --flavour "$FLAVOUR" --out out/kernel']
+        'rtlab kernel provide --board "$BOARD" --flavour "$FLAVOUR" --policy "$RTLAB_KERNEL" '
+        '--out out/kernel']
     assert build["artifacts"]["paths"] == ["out/kernel/"]
+    # a later pipeline reuses the default branch's last built kernel from these artifacts
+    assert build["artifacts"]["expire_in"] == "1 year"
+    # ccache survives between pipelines in the job cache, at the path builds use
+    cached = {path for cache in build["cache"] for path in cache["paths"]}
+    assert f"{default_ccache_dir().relative_to(REPO_ROOT)}/" in cached
+    assert f"{kernel_cache_dir().relative_to(REPO_ROOT)}/downloads/" in cached
     assert image["script"] == [
         'rtlab image build --board "$BOARD" --flavour "$FLAVOUR" '
         '--kernel "out/kernel/$BOARD-$FLAVOUR" --out out/images']
