@@ -37,3 +37,12 @@ def kernel_cache_dir() -> Path:
     """Kernel downloads, source trees and build folders; ``RTLAB_KERNEL_CACHE`` moves them
     (a CI cache, or a disk with room: an unpacked tree is about 1.5 GB)."""
     return Path(os.environ.get("RTLAB_KERNEL_CACHE", cache_dir() / "kernel")).resolve()
+
+
+def repo_display(path: Path) -> str:
+    """A repository file by its path in the repository (what a reader finds on every
+    checkout), anything else as given: how error messages name the files they are about."""
+    try:
+        return str(path.resolve().relative_to(REPO_ROOT))
+    except ValueError:
+        return str(path)

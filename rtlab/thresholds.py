@@ -21,7 +21,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import MarkedYAMLError
 
-from .paths import REPO_ROOT
+from .paths import REPO_ROOT, repo_display
 from .rttests import TESTS
 from .scenarios import Suite, load_suite
 from .yamlfile import line_of
@@ -199,7 +199,7 @@ def load_thresholds(path: Path | None = None, suite: Suite | None = None) -> Thr
     scenarios = (*suite.scenarios, *suite.rt_tests)
     tools = {name: "functional rt-test" if TESTS[name].functional else "rt-test"
              for name in suite.rt_tests}
-    display = _display_name(path)
+    display = repo_display(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
@@ -211,15 +211,6 @@ def load_thresholds(path: Path | None = None, suite: Suite | None = None) -> Thr
         line = mark.line + 1 if mark is not None else 0
         raise ThresholdsError(f"{display}:{line}: invalid YAML: {error.problem}") from error
     return _Loader(display, scenarios, tools).top(doc)
-
-
-def _display_name(path: Path) -> str:
-    """Repository files by their path in the repository, so that sources read the same on
-    every checkout; anything else as given."""
-    try:
-        return str(path.resolve().relative_to(REPO_ROOT))
-    except ValueError:
-        return str(path)
 
 
 @attr.frozen

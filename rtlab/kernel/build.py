@@ -22,10 +22,11 @@ import attr
 
 from .. import kconfig
 from ..paths import kernel_cache_dir
+from ..vlab.debian import sha256_file
 from ..vlab.image import KERNEL_INFO, KERNEL_INFO_SCHEMA
 from . import spec
 from .config import ConfigResult, configure
-from .source import SourceTree, prepare_source, sha256_file
+from .source import SourceTree, prepare_source
 
 Progress = Callable[[str], None]
 

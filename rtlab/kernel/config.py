@@ -8,7 +8,6 @@ only warns (and not at all with ``-m``). A dropped option is an error here: a si
 missing ``CONFIG_PREEMPT_RT=y`` is the classic way an RT lab tests the wrong kernel.
 """
 
-import hashlib
 import os
 import re
 import subprocess
@@ -18,7 +17,8 @@ from pathlib import Path
 import attr
 
 from .. import kconfig
-from ..paths import REPO_ROOT
+from ..paths import repo_display
+from ..vlab.debian import sha256_file
 from .kconfig_scan import KconfigIndex
 from .source import SourceTree
 from .spec import KernelBoard, KernelFlavour
@@ -38,14 +38,6 @@ class KernelConfigError(ValueError):
         self.dropped = tuple(dropped)
 
 
-def display(path: Path) -> str:
-    """Files of the repository by their path in it (what a reader finds), others as is."""
-    try:
-        return str(path.resolve().relative_to(REPO_ROOT))
-    except ValueError:
-        return str(path)
-
-
 @attr.frozen
 class Request:
     """One option a fragment asks for: ``value`` is ``n`` for ``# CONFIG_X is not set``."""
@@ -61,7 +53,7 @@ class Request:
 
     @property
     def where(self) -> str:
-        return f"{display(self.fragment)}:{self.line}"
+        return f"{repo_display(self.fragment)}:{self.line}"
 
 
 def show(option: str, value: str | None) -> str:
@@ -85,7 +77,7 @@ class DroppedOption:
 
     def describe(self) -> str:
         reasons = "".join(f"\n      {reason}" for reason in self.kconfig)
-        return (f"{display(self.fragment)}:{self.line}: {show(self.option, self.requested)} "
+        return (f"{repo_display(self.fragment)}:{self.line}: {show(self.option, self.requested)} "
                 f"requested, final .config has {show(self.option, self.actual)}{reasons}")
 
 
@@ -96,7 +88,7 @@ class FragmentFile:
 
     @property
     def name(self) -> str:
-        return display(self.path)
+        return repo_display(self.path)
 
 
 @attr.frozen
@@ -138,14 +130,14 @@ def parse_fragment(path: Path) -> list[Request]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
-        raise KernelConfigError(f"{display(path)}: cannot read: {error.strerror}") from error
+        raise KernelConfigError(f"{repo_display(path)}: cannot read: {error.strerror}") from error
     requests: dict[str, Request] = {}
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if match := _SET.match(line):
             option, value = match.groups()
             if value != value.strip() or not value:
-                raise KernelConfigError(f"{display(path)}:{number}: {line!r}: no value, or "
+                raise KernelConfigError(f"{repo_display(path)}:{number}: {line!r}: no value, or "
                                         "spaces around it (Kconfig would not read it)")
         elif match := _UNSET.match(line):
             option, value = match.group(1), "n"
@@ -153,11 +145,11 @@ def parse_fragment(path: Path) -> list[Request]:
             continue
         else:
             raise KernelConfigError(
-                f"{display(path)}:{number}: {line!r} is not a config line (expected "
+                f"{repo_display(path)}:{number}: {line!r} is not a config line (expected "
                 "CONFIG_X=value or '# CONFIG_X is not set'; comments must not start with "
                 "'# CONFIG_')")
         if option in requests:
-            raise KernelConfigError(f"{display(path)}:{number}: {option} is already set on "
+            raise KernelConfigError(f"{repo_display(path)}:{number}: {option} is already set on "
                                     f"line {requests[option].line} of this fragment")
         requests[option] = Request(option, value, path, number)
     return list(requests.values())
@@ -203,10 +195,6 @@ def verify(requests: Iterable[Request], config_text: str,
             for r in requests if not holds(r, values)]
 
 
-def sha256_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def _make_env() -> dict[str, str]:
     # merge_config.sh reads $KCONFIG_CONFIG and the prefix from $CONFIG_; an inherited
     # value of either would write or read the wrong file
@@ -249,7 +237,7 @@ def configure(tree: SourceTree, build_dir: Path, board: KernelBoard, flavour: Ke
     progress(f"{board.name}-{flavour.name}: {board.defconfig} in {build_dir}")
     _run([*make, board.defconfig], build_dir, f"make {board.defconfig}")
     progress(f"{board.name}-{flavour.name}: merging {len(fragments)} fragment(s): "
-             f"{', '.join(display(f) for f in fragments)}")
+             f"{', '.join(repo_display(f) for f in fragments)}")
     # -m: only merge (the script's own make step would be alldefconfig on the merged file,
     # not olddefconfig on the defconfig); -O: the .config in build_dir, not in the tree.
     # It writes temporary files into its working folder: build_dir, never the tree.

@@ -20,6 +20,7 @@ import attr
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from ..paths import REPO_ROOT
+from ..vlab.debian import sha256_file
 from ..yamlfile import YamlFileError, line_of, load_yaml
 
 SOURCE_FILE = REPO_ROOT / "kernel" / "source.yaml"
@@ -113,14 +114,6 @@ def load_source(path: Path = SOURCE_FILE) -> DebianSource:
     return DebianSource(package=data["package"], version=data["version"],
                         base_url=data["base_url"].rstrip("/") + "/", files=tuple(parsed),
                         patch_series=data["patch_series"])
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _run(argv: list[str], *, cwd: Path | None = None, what: str) -> str:

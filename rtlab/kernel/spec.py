@@ -12,7 +12,7 @@ from typing import Any
 import attr
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
-from ..paths import REPO_ROOT
+from ..paths import REPO_ROOT, repo_display
 from ..yamlfile import YamlFileError, line_of, load_yaml
 
 KERNEL_DIR = REPO_ROOT / "kernel"
@@ -153,7 +153,7 @@ def _check_fragments(display: str, node: CommentedMap, names: tuple[str, ...],
 
 
 def _entries(path: Path, what: str) -> tuple[str, CommentedMap]:
-    display = _display(path)
+    display = repo_display(path)
     try:
         data = load_yaml(path, display)
     except YamlFileError as error:
@@ -181,14 +181,6 @@ def _keys(display: str, name: str, entry: CommentedMap, allowed: set[str],
     if missing:
         raise KernelSpecError(f"{_where(display, entry)}: '{name}': missing "
                               f"{', '.join(repr(m) for m in missing)}")
-
-
-def _display(path: Path) -> str:
-    """The repository's files by their path in the repository, others as given."""
-    try:
-        return str(path.resolve().relative_to(REPO_ROOT))
-    except ValueError:
-        return str(path)
 
 
 def load_boards(path: Path = BOARDS_FILE,
@@ -279,7 +271,7 @@ def board(name: str, path: Path = BOARDS_FILE) -> KernelBoard:
     """One board of ``boards.yaml``; an unknown name lists the valid ones."""
     boards = load_boards(path)
     if name not in boards:
-        raise KernelSpecError(f"{_display(path)}: no board '{name}' "
+        raise KernelSpecError(f"{repo_display(path)}: no board '{name}' "
                               f"(valid: {', '.join(boards)})")
     return boards[name]
 
@@ -288,6 +280,6 @@ def flavour(name: str, path: Path = FLAVOURS_FILE) -> KernelFlavour:
     """One flavour of ``flavours.yaml``; an unknown name lists the valid ones."""
     flavours = load_flavours(path)
     if name not in flavours:
-        raise KernelSpecError(f"{_display(path)}: no flavour '{name}' "
+        raise KernelSpecError(f"{repo_display(path)}: no flavour '{name}' "
                               f"(valid: {', '.join(flavours)})")
     return flavours[name]
