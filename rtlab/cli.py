@@ -29,39 +29,6 @@ def _image_build(args: argparse.Namespace) -> int:
     return 0
 
 
-def _kernel_fetch(args: argparse.Namespace) -> int:
-    from .vlab.image import fetch_kernel
-
-    fetch_kernel(args.board, args.flavour, paths.debs_dir(), Path(args.out),
-                 progress=lambda msg: print(msg, flush=True))
-    return 0
-
-
-def _kernel_build(args: argparse.Namespace) -> int:
-    from .kernel.build import DEFAULT_JOBS, build_kernel
-
-    result = build_kernel(
-        args.board, args.flavour, Path(args.out), source=args.source,
-        build_dir=Path(args.build_dir) if args.build_dir else None,
-        ccache_dir=Path(args.ccache_dir) if args.ccache_dir else None,
-        extra_fragments=[Path(f) for f in args.fragment], jobs=args.jobs or DEFAULT_JOBS,
-        verbose=args.verbose, progress=lambda msg: print(msg, flush=True))
-    build = result.info["build"]
-    print(f"{result.folder}: {result.info['release']} {result.info['preemption']}, "
-          f"config {build['config_sha256'][:16]}, {build['build_seconds']:.0f} s; image "
-          f"with: rtlab image build --board {result.info['board']} --flavour "
-          f"{result.info['flavour']} --kernel {result.folder}")
-    return 0
-
-
-def _kernel_provide(args: argparse.Namespace) -> int:
-    from .kernel.provide import provide
-
-    provide(args.board, args.flavour, Path(args.out), build_flavour=args.build_flavour,
-            policy=args.policy, progress=lambda msg: print(msg, flush=True))
-    return 0
-
-
 def _vlab(args: argparse.Namespace) -> int:
     from .vlab import control
     from .vlab.config import load_config
@@ -227,50 +194,9 @@ def parser() -> argparse.ArgumentParser:
 
     kernel = sub.add_parser("kernel", help="board kernels (the pipeline's build stage)")
     kernel_sub = kernel.add_subparsers(dest="action", required=True)
-    fetch = kernel_sub.add_parser(
-        "fetch", help="Debian's kernel package for a board and flavour, with kernel.json "
-                      "(what the build stage hands on while no kernel source is configured)")
-    fetch.add_argument("--board", required=True, help="imx6q or rpi3")
-    fetch.add_argument("--flavour", required=True, help="std or rt")
-    fetch.add_argument("--out", default="out/kernel")
-    fetch.set_defaults(func=_kernel_fetch)
     from .kernel.cli import register as register_kernel
 
     register_kernel(kernel_sub)
-    kbuild = kernel_sub.add_parser(
-        "build", help="configure and cross-compile a board's kernel from source (image, "
-                      "DTBs, modules) with ccache; writes OUT/<board>-<flavour>/ with "
-                      "kernel.json and its build manifest, for rtlab image build --kernel")
-    kbuild.add_argument("--board", required=True, help="a board of kernel/boards.yaml")
-    kbuild.add_argument("--flavour", required=True,
-                        help="a flavour of kernel/flavours.yaml, e.g. preempt-rt")
-    kbuild.add_argument("--source", help="kernel tree, tarball or git URL[@ref] (default: "
-                                         "the pinned Debian source, kernel/source.yaml)")
-    kbuild.add_argument("--build-dir", help="out-of-tree build folder (default: "
-                                            "<kernel cache>/build/<board>-<flavour>; keep "
-                                            "it fixed, ccache hits depend on its path)")
-    kbuild.add_argument("--ccache-dir", help="ccache folder (default: $RTLAB_CCACHE_DIR, "
-                                             "else <kernel cache>/ccache)")
-    kbuild.add_argument("--fragment", action="append", default=[],
-                        help="an extra config fragment on top of the flavour's "
-                             "(repeatable; verified and recorded like the others)")
-    kbuild.add_argument("-j", "--jobs", type=int, help="make jobs (default 3)")
-    kbuild.add_argument("--verbose", action="store_true", help="every line make prints")
-    kbuild.add_argument("--out", default="out/kernel")
-    kbuild.set_defaults(func=_kernel_build)
-    provide = kernel_sub.add_parser(
-        "provide", help="the pipeline's build stage: build the kernel when kernel/ changed "
-                        "since the pipeline's base, else reuse the default branch's last "
-                        "built one (GitLab job artifacts), else Debian's; kernel.json says "
-                        "which and why")
-    provide.add_argument("--board", required=True)
-    provide.add_argument("--flavour", required=True, help="std or rt (the thresholds flavour)")
-    provide.add_argument("--build-flavour", help="kernel/flavours.yaml flavour to build "
-                                                 "(default: the one marked for the pipeline)")
-    provide.add_argument("--policy", default="auto",
-                         help="auto, build, reuse or debian (the pipeline's RTLAB_KERNEL)")
-    provide.add_argument("--out", default="out/kernel")
-    provide.set_defaults(func=_kernel_provide)
 
     vlab = sub.add_parser("vlab", help="the virtual rack")
     vlab_sub = vlab.add_subparsers(dest="action", required=True)
