@@ -100,11 +100,9 @@ def test_a_fragment_change_reaches_the_board(vlab, tmp_path, own_health_records)
     compiled = second["build"]["compiled"]
     print(f"\nsecond build: {second['build']['build_seconds']} s, {compiled['steps']} "
           f"steps of {compiled['objects_in_build_dir']} objects", flush=True)
-    # incremental: a handful of objects, not the tree (a cold build compiles thousands)
+    # incremental: a handful of objects, not the tree (a cold build compiles thousands);
+    # counted in kbuild steps, not seconds (timings are bench/kernel_build_times.py's)
     assert compiled["steps"] < compiled["objects_in_build_dir"] * 0.05, compiled
-    if first["build"]["compiled"]["steps"] > compiled["objects_in_build_dir"] * 0.5:
-        # the first build was cold: the rebuild must take a fraction of it
-        assert second["build"]["build_seconds"] < first["build"]["build_seconds"] * 0.3
     assert second["build"]["config_sha256"] != first["build"]["config_sha256"]
     assert str(change.resolve()) in [f["name"] for f in second["build"]["fragments"]]
     config = (second_out / f"{BOARD}-{FLAVOUR}" / "config").read_text()
