@@ -32,6 +32,10 @@ u-boot-tools libelf-dev make gcc libc6-dev dpkg-dev patch xz-utils git"
 
 say() { printf '[bootstrap] %s\n' "$*"; }
 
+# another apt-get or dpkg (unattended upgrades, a second job) may hold dpkg's lock for a
+# while: wait for it rather than fail the set-up
+APT_WAIT="-o DPkg::Lock::Timeout=600"
+
 as_root() {
     if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
 }
@@ -42,7 +46,7 @@ apt_update() {
     say "apt-get update"
     # A mirror caught mid-sync fails one index now and then (seen here with an armhf
     # security index); the packages we need are checked explicitly below instead.
-    as_root apt-get update -qq || say "apt-get update reported errors; continuing"
+    as_root apt-get $APT_WAIT update -qq || say "apt-get update reported errors; continuing"
     apt_updated=yes
 }
 
@@ -55,7 +59,7 @@ done
 if [ -n "$missing" ]; then
     apt_update
     say "installing:$missing"
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get $APT_WAIT install -y -qq --no-install-recommends $missing
 fi
 
 for arch in $GUEST_ARCHES; do
@@ -99,7 +103,7 @@ if want kernel-tools; then
     if [ -n "$kernel_missing" ]; then
         apt_update
         say "installing (kernel builds):$kernel_missing"
-        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get $APT_WAIT install -y -qq \
             --no-install-recommends $kernel_missing
     fi
 fi

@@ -19,6 +19,10 @@ GCL="$PREFIX/node_modules/.bin/gitlab-ci-local"
 
 say() { printf '[pipeline-tools] %s\n' "$*"; }
 
+# another apt-get or dpkg (unattended upgrades, a second job) may hold dpkg's lock for a
+# while: wait for it rather than fail the set-up
+APT_WAIT="-o DPkg::Lock::Timeout=600"
+
 as_root() {
     if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
 }
@@ -30,8 +34,8 @@ fi
 
 if ! command -v rsync >/dev/null 2>&1; then
     say "installing rsync"
-    as_root apt-get update -qq || say "apt-get update reported errors; continuing"
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends rsync
+    as_root apt-get $APT_WAIT update -qq || say "apt-get update reported errors; continuing"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get $APT_WAIT install -y -qq --no-install-recommends rsync
 fi
 
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
