@@ -1,18 +1,21 @@
-"""How good is the statistical regression verdict (rtlab.stats.compare) next to a gate on
-the single worst wake-up?
+"""How good is the statistical regression verdict (rtlab.stats.compare_tail) next to a
+gate on the single worst wake-up?
 
 For each latency source and run length (samples per CPU) it prints:
 
-* the A/A false-fail rate of ``compare`` (candidate and a 5-run baseline from the same
-  source: every "regression" is false) and its detection rate for an injected tail
-  regression (the tail's scale × 1.3 and × 1.5);
+* the A/A false-fail rate of ``compare_tail`` (candidate and a 20-run baseline from the
+  same source: every "regression" is false) and its detection rate for an injected tail
+  regression (the tail's scale × 1.3 and × 1.5). It compares p99.9 and, where every run
+  has 100 wake-ups beyond them, p99.99 and p99.999;
 * the same for a single-max gate: fail when the candidate's max exceeds the baseline's
   max-of-maxes × a margin. The margin is calibrated on simulated A/A runs to give 1 %
   false fails at each length, which is more than a real max gate gets (it would need
   that calibration for every board and length);
 * the shortest run length at which each method has ≥ 95 % detection with ≤ 1 % false
   fails, and their ratio (the target: the max gate needs ≥ 10× longer);
-* the A/A false fails of ``compare`` when runs differ more than in the sources (the
+* what an ideal test of each single quantile would detect (every run's exact quantile,
+  the spread known): the ceiling the run-to-run spread sets, whatever the run length;
+* the A/A false fails of ``compare_tail`` when runs differ more than in the sources (the
   latency scale's sd 6 %, 10 % and 20 %): a false-fail rate that holds only at the
   spread the sources happen to have would not hold on a noisier board.
 
@@ -21,7 +24,7 @@ Sources: two synthetic RT-board-like latency distributions (a lognormal body aro
 histograms of tests/data/cyclictest (their body as recorded, their tail above the 95th
 percentile the GPD that rtlab.stats fits to it, since 3000 samples say nothing about
 10^-6). The recordings of the emulated boards are left out: their p99.9 lies past the
-400 µs range, where compare() is inconclusive by design. Every run varies: the whole
+400 µs range, where compare_tail() is inconclusive by design. Every run varies: the whole
 latency scale by a lognormal factor (3 % sd) and the tail's weight by 10 % sd, so that
 run-to-run spread is part of every comparison; the last source is the first without it,
 to show what that spread costs. Runs are histograms of ``cyclictest -h 400`` drawn as
@@ -30,6 +33,7 @@ max gate's maxima exactly (the max of n samples from the model), so run lengths 
 nothing.
 
     .venv/bin/python bench/verdict_quality.py [--quick] [--baseline-runs N] [--quantile Q]
+                                              [--decades D]
 """
 
 from __future__ import annotations
@@ -48,18 +52,27 @@ from scipy import special
 from scipy import stats as sps
 
 from rtlab.cyclictest import parse_json
-from rtlab.stats import REGRESSION, Histogram, compare, quantile_name, tail_estimate
+from rtlab.stats import (
+    REGRESSION,
+    TAIL_DECADES,
+    Histogram,
+    compare_tail,
+    quantile_name,
+    tail_estimate,
+    tail_quantiles,
+)
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "cyclictest"
 RANGE_US = 400
-BASELINE_RUNS = 5
+BASELINE_RUNS = 20
 QUANTILE = 0.999
+DECADES = TAIL_DECADES
 SPREADS = (0.06, 0.10, 0.20)
 SPREAD_LENGTH = 10**6
 RUN_SCALE_SD = 0.03
 RUN_TAIL_WEIGHT_SD = 0.10
 REGRESSIONS = (1.3, 1.5)
-COMPARE_LENGTHS = (10**4, 10**5, 10**6, 10**7)
+COMPARE_LENGTHS = (10**4, 10**5, 10**6, 10**7, 10**8)
 MAX_LENGTHS = tuple(10**k for k in range(4, 14))
 TARGET_FALSE_FAILS = 0.01
 TARGET_DETECTION = 0.95
@@ -202,7 +215,7 @@ def sources() -> list[Model]:
 
 
 def compare_cell(args: tuple[int, int, int, int, int]) -> tuple[int, int, list[float]]:
-    """A/A false fails and detection rates of compare() for one source and length."""
+    """A/A false fails and detection rates of compare_tail() for one source and length."""
     source_index, n, aa_trials, reg_trials, seed = args
     model = sources()[source_index]
     rng = np.random.default_rng(seed)
@@ -212,14 +225,14 @@ def compare_cell(args: tuple[int, int, int, int, int]) -> tuple[int, int, list[f
         for trial in range(trials):
             baseline = [model.histogram(n, rng) for _ in range(BASELINE_RUNS)]
             candidate = model.histogram(n, rng, tail)
-            fails += compare(candidate, baseline, quantile=QUANTILE,
-                             seed=trial).outcome == REGRESSION
+            fails += compare_tail(candidate, baseline, quantile=QUANTILE, decades=DECADES,
+                                  seed=trial).outcome == REGRESSION
         rates.append(fails / trials)
     return source_index, n, rates
 
 
 def spread_cell(args: tuple[float, int, int]) -> tuple[float, float]:
-    """A/A false fails of compare() on the first source with a wider run-to-run spread."""
+    """A/A false fails of compare_tail() on the first source with a wider run-to-run spread."""
     scale_sd, trials, seed = args
     model = attr.evolve(sources()[0], scale_sd=scale_sd)
     rng = np.random.default_rng(seed)
@@ -227,9 +240,28 @@ def spread_cell(args: tuple[float, int, int]) -> tuple[float, float]:
     for trial in range(trials):
         baseline = [model.histogram(SPREAD_LENGTH, rng) for _ in range(BASELINE_RUNS)]
         candidate = model.histogram(SPREAD_LENGTH, rng)
-        fails += compare(candidate, baseline, quantile=QUANTILE,
-                         seed=trial).outcome == REGRESSION
+        fails += compare_tail(candidate, baseline, quantile=QUANTILE, decades=DECADES,
+                              seed=trial).outcome == REGRESSION
     return scale_sd, fails / trials
+
+
+def ideal_detection(model: Model, quantile: float, trials: int,
+                    rng: np.random.Generator) -> list[float]:
+    """Detection of each regression by an ideal test of one quantile: every run's exact
+    quantile (endless runs, no sampling noise), the A/A distribution of log candidate -
+    mean log baseline known exactly and cut at its 99th percentile. What remains is the
+    run-to-run spread, which no run length and no test of that quantile gets past."""
+
+    def log_quantiles(tail: float, size: int) -> np.ndarray:
+        scale, weight = model.run_variation(rng, size)
+        return np.log(model.quantile_sf(np.array(1 - quantile), scale, weight, tail))
+
+    def shifts(tail: float) -> np.ndarray:
+        baseline = log_quantiles(1.0, trials * BASELINE_RUNS).reshape(trials, -1)
+        return log_quantiles(tail, trials) - baseline.mean(axis=1)
+
+    cut = float(np.quantile(shifts(1.0), 1 - TARGET_FALSE_FAILS))
+    return [float(np.mean(shifts(k) > cut)) for k in REGRESSIONS]
 
 
 def max_gate(model: Model, n: int, trials: int, rng: np.random.Generator) -> list[float]:
@@ -268,7 +300,7 @@ def duration(n: int) -> str:
 
 def main() -> int:
     # the workers are forked after the options set these, so they see them too
-    global BASELINE_RUNS, QUANTILE
+    global BASELINE_RUNS, QUANTILE, DECADES
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer trials (rough figures)")
     parser.add_argument("--workers", type=int, default=2)
@@ -276,17 +308,23 @@ def main() -> int:
                         help=f"runs in each baseline (default {BASELINE_RUNS}; rtlab report "
                              "--baseline-runs)")
     parser.add_argument("--quantile", type=float, default=QUANTILE,
-                        help=f"the quantile compare() compares (default {QUANTILE}; "
+                        help=f"the lowest quantile compared (default {QUANTILE}; "
                              "thresholds.yaml statistics: quantile)")
+    parser.add_argument("--decades", type=int, default=DECADES,
+                        help=f"decades above it compared as well where the runs are long "
+                             f"enough (default {DECADES}; 0: that quantile alone)")
     options = parser.parse_args()
     BASELINE_RUNS = options.baseline_runs
     QUANTILE = options.quantile
+    DECADES = options.decades
     aa_trials, reg_trials, max_trials = (150, 60, 4000) if options.quick else (500, 150, 20000)
     started = time.monotonic()
     models = sources()
-    print(f"compare(): {quantile_name(QUANTILE)}, default tolerance and confidence, against "
-          f"{BASELINE_RUNS} "
-          f"baseline runs; {aa_trials} A/A and {reg_trials} trials per regression and length")
+    compared = ", ".join(quantile_name(q) for q in
+                         tail_quantiles(QUANTILE, 10**18, decades=DECADES, min_beyond=1))
+    print(f"compare_tail(): {compared} (each where every run has 100 wake-ups beyond it), "
+          f"default tolerance and confidence, against {BASELINE_RUNS} baseline runs; "
+          f"{aa_trials} A/A and {reg_trials} trials per regression and length")
     print(f"max gate: candidate max > baseline max-of-maxes × margin, the margin calibrated "
           f"to 1 % A/A false fails per length; {max_trials} trials per length")
     print(f"injected regressions: the tail's scale × "
@@ -315,18 +353,25 @@ def main() -> int:
               f"{model.scale_sd:.0%}, tail weight {model.weight_sd:.0%}")
         labels = "".join(f"{label:>7}" for label in
                          ("A/A", *(f"×{k}" for k in REGRESSIONS)))
-        print(f"  {'samples':>7} {'at 1 ms':>9} | {'compare()':<{width}} | max gate")
+        print(f"  {'samples':>7} {'at 1 ms':>9} | {'compare_tail()':<{width}} | max gate")
         print(f"  {'':>7} {'':>9} | {labels} | {labels}")
         for n in MAX_LENGTHS:
             left = stat[i].get(n)
             ours = "".join(f"{r:>7.1%}" for r in left) if left else " " * width
             theirs = "".join(f"{r:>7.1%}" for r in gate[n])
             print(f"  {samples(n):>7} {duration(n):>9} | {ours} | {theirs}")
+        if model.scale_sd or model.weight_sd:
+            print("  an ideal test of one quantile (endless runs, spread known) detects: "
+                  + "; ".join(f"{quantile_name(q)} " + ", ".join(
+                      f"×{k} {rate:.1%}" for k, rate in
+                      zip(REGRESSIONS, ideal_detection(model, q, max_trials * 10, rng),
+                          strict=True))
+                      for q in tail_quantiles(QUANTILE, 10**18, decades=DECADES, min_beyond=1)))
         for r, k in enumerate(REGRESSIONS):
             ours_n = first_length(COMPARE_LENGTHS, stat[i], r)
             theirs_n = first_length(MAX_LENGTHS, gate, r)
             if ours_n is None:
-                verdict, met = "NOT MET: compare() does not get there by " \
+                verdict, met = "NOT MET: compare_tail() does not get there by " \
                     f"{samples(COMPARE_LENGTHS[-1])}", False
             elif theirs_n is None:
                 verdict, met = (f"met: the max gate does not get there by "
@@ -337,10 +382,10 @@ def main() -> int:
                 verdict = (f"{'met' if met else 'NOT MET'}: ratio {theirs_n / ours_n:.0f}")
             outcomes.append(met)
             print(f"  ×{k}: ≥{TARGET_DETECTION:.0%} detection at ≤{TARGET_FALSE_FAILS:.0%} "
-                  f"false fails: compare() {samples(ours_n)}, max gate {samples(theirs_n)} "
+                  f"false fails: compare_tail() {samples(ours_n)}, max gate {samples(theirs_n)} "
                   f"samples — {verdict}")
         print()
-    print(f"compare() A/A false fails when runs differ more ({models[0].name}, "
+    print(f"compare_tail() A/A false fails when runs differ more ({models[0].name}, "
           f"{samples(SPREAD_LENGTH)} samples, {aa_trials} trials each): "
           + ", ".join(f"scale sd {sd:.0%}: {rate:.1%}" for sd, rate in spread_rates))
     print(f"target (≤1 % false fails and ≥95 % detection at a tenth of the max gate's run "

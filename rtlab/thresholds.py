@@ -88,7 +88,8 @@ class StatisticsPolicy:
 
     # the per-wake-up probability at which the tail bound is reported
     exceedance_probability: float = float(STATISTICS_DEFAULTS["exceedance_probability"])
-    # the tail quantile the regression test compares with the baseline
+    # the tail quantile the regression test compares with the baseline (and the decades
+    # above it that the runs are long enough for: rtlab.stats.compare_tail)
     quantile: float = float(STATISTICS_DEFAULTS["quantile"])
     # True: a tail bound whose upper confidence limit is above max_us, or a regression
     # against the baseline, fails the case; False: both are reported beside the gate

@@ -108,6 +108,10 @@ class CompareResult:
     baseline_us: int | None = None
     range_us: int | None = None
     warnings: tuple[str, ...] = ()
+    # the quantile the outcome comes from, and (quantile, outcome, difference µs) of
+    # every quantile compared (rtlab.stats.compare_tail)
+    quantile: float | None = None
+    compared: tuple[tuple[float, str, float], ...] = ()
 
 
 @attr.frozen
@@ -463,17 +467,21 @@ def _run_stats(task: _StatsTask) -> tuple[CompareResult | None, TailResult | Non
 
 def compare_histograms(candidate: CpuHistogram, baseline: Sequence[CpuHistogram],
                        quantile: float) -> CompareResult:
-    """rtlab.stats.compare of all the candidate's wake-ups against the baseline runs'."""
+    """rtlab.stats.compare_tail of all the candidate's wake-ups against the baseline
+    runs': ``quantile`` and the higher decades the runs are long enough for."""
     try:
-        result = stats.compare(_stats_histogram(candidate),
-                               [_stats_histogram(h) for h in baseline], quantile=quantile)
+        result = stats.compare_tail(_stats_histogram(candidate),
+                                    [_stats_histogram(h) for h in baseline],
+                                    quantile=quantile)
     except ValueError as error:
         return CompareResult(None, f"not compared: {error}", len(baseline))
     return CompareResult(
         outcome=result.outcome, message=result.message, baseline_runs=result.baseline_runs,
         longer=result.longer, difference_us=result.difference_us, ci_us=result.ci_us,
         candidate_us=result.candidate_us, baseline_us=result.baseline_us,
-        range_us=result.range_us, warnings=result.warnings)
+        range_us=result.range_us, warnings=result.warnings, quantile=result.quantile,
+        compared=result.compared or ((result.quantile, result.outcome,
+                                      result.difference_us),))
 
 
 def _stats_histogram(hist: CpuHistogram) -> stats.Histogram:

@@ -192,10 +192,14 @@ bars in the grey zone right of the range: their latency is only known to be ≥ 
 thresholds file in force now; red rings mark runs that failed; grey crosses at the foot
 mark errors, which have no figure. A p99.9 among the overflows is drawn as a hollow
 triangle at the range (a lower bound).</li>
-<li>Comparison: the p99.9 of all CPUs' wake-ups of the candidate against the baseline runs'
-(hierarchical bootstrap, <code>rtlab.stats.compare</code>): <em>regression</em> when the whole
-confidence interval of the difference lies above the tolerance, <em>no change</em> when it lies
-below, otherwise <em>inconclusive</em>, with how much longer the candidate would have to run.</li>
+<li>Comparison: the tail quantile (p99.9 unless <code>thresholds.yaml</code> names another)
+of all CPUs' wake-ups of the candidate against the baseline runs', and each decade above it
+(p99.99, p99.999) that every run has 100 wake-ups beyond, each at its share of the confidence
+(hierarchical bootstrap, <code>rtlab.stats.compare_tail</code>): <em>regression</em> when at one
+of them the confidence interval of the difference lies above 0 and the difference beyond the
+tolerance, <em>no change</em> when none shows a regression and at the named quantile the
+interval lies below the tolerance, otherwise <em>inconclusive</em>, with how much longer the
+candidate would have to run.</li>
 </ul>
 """
 

@@ -67,13 +67,14 @@ def _samples(data: ReportData, family: str) -> Iterator[str]:
             comparison = row.comparison
             if comparison.outcome is None:
                 continue
-            quantile = f"{data.selection.quantile:g}"
-            if family == "rtlab_compare_shift_us" and comparison.difference_us is not None:
-                yield (f"{family}{_labels(row, quantile=quantile)} "
-                       f"{_number(comparison.difference_us)}")
-            elif family == "rtlab_compare_regression":
-                yield (f"{family}{_labels(row, quantile=quantile)} "
-                       f"{int(comparison.outcome == 'regression')}")
+            # one sample per quantile compared (p99.9 and the higher decades a run is
+            # long enough for), so that a series keeps its label set from run to run
+            for quantile, outcome, difference in comparison.compared:
+                labels = _labels(row, quantile=f"{quantile:g}")
+                if family == "rtlab_compare_shift_us":
+                    yield f"{family}{labels} {_number(difference)}"
+                else:
+                    yield f"{family}{labels} {int(outcome == 'regression')}"
 
 
 def openmetrics(data: ReportData) -> str:

@@ -4,6 +4,7 @@ and where the full report is."""
 
 import math
 
+from ..stats import quantile_name
 from ..thresholds import format_us
 from .data import (
     CompareResult,
@@ -84,16 +85,17 @@ def markdown(data: ReportData, *, report_link: str | None = None, limit: int = M
     if compared:
         regressions = [r for r in compared if r.comparison.outcome == "regression"]
         inconclusive = [r for r in compared if r.comparison.outcome == "inconclusive"]
-        quantile = f"p{selection.quantile * 100:g}"
         lines.append(f"#### Against {md(selection.baseline_name)} (last "
-                     f"{selection.baseline_runs} runs, {quantile} of all CPUs' wake-ups)")
+                     f"{selection.baseline_runs} runs; all CPUs' wake-ups at each series' "
+                     "tail quantile, p99.9 by default, and the decades above it that the "
+                     "runs are long enough for)")
         lines.append("")
         lines.append(f"{len(regressions)} regression(s), {len(inconclusive)} inconclusive, "
                      f"{len(compared) - len(regressions) - len(inconclusive)} no change.")
         listed = regressions + inconclusive
         if listed:
-            lines += ["", "| case | outcome | candidate | baseline | difference (CI) |",
-                      "| --- | --- | --- | --- | --- |"]
+            lines += ["", "| case | outcome | quantile | candidate | baseline | difference (CI) |",
+                      "| --- | --- | --- | --- | --- | --- |"]
             for row in listed[:limit]:
                 lines.append(_comparison_line(row))
             lines += _more(len(listed), limit)
@@ -126,7 +128,8 @@ def _comparison_line(row: Row) -> str:
     difference = ("–" if comparison.difference_us is None
                   else f"{comparison.difference_us:+g} µs"
                   + (f" ({ci[0]:+.1f} to {ci[1]:+.1f})" if ci else ""))
-    return (f"| {_code(series_name(row.key))} | {md(outcome)} | "
+    quantile = "–" if comparison.quantile is None else quantile_name(comparison.quantile)
+    return (f"| {_code(series_name(row.key))} | {md(outcome)} | {quantile} | "
             f"{md(_quantile(comparison.candidate_us, comparison.range_us))} | "
             f"{md(_quantile(comparison.baseline_us, comparison.range_us))} | "
             f"{md(difference)} |")

@@ -13,7 +13,7 @@ import pytest
 from rtlab.cyclictest import percentiles
 from rtlab.report.build import write_report
 from rtlab.report.cli import register
-from rtlab.report.data import collect, series_name
+from rtlab.report.data import CpuHistogram, collect, compare_histograms, series_name
 from rtlab.report.selection import Selection
 from rtlab.results import SCHEMA, record_file_name
 from rtlab.store import ingest_folder, open_store
@@ -244,7 +244,7 @@ def test_summary_names_the_failing_case_and_the_regression(report):
     errors = text.split("#### Errors", 1)[1].split("####", 1)[0]
     assert "`imx6q/rt/hackbench/1000us`" in errors and "\\<defunct>" in errors
     compared = text.split("#### Against main", 1)[1]
-    assert re.search(r"`imx6q/rt/cpu100/1000us` \| regression \|", compared)
+    assert re.search(r"`imx6q/rt/cpu100/1000us` \| regression \| p99\.9 \|", compared)
     assert "1 regression(s)" in compared
 
 
@@ -402,3 +402,22 @@ def test_a_regression_fails_the_report_only_where_thresholds_make_statistics_gat
     assert "gating regression: imx6q/rt/cpu100/1000us: " in out
     # the other series compared show no regression, gating or not
     assert out.count("gating regression") == 1
+
+
+def _long_histogram(rng: np.random.Generator, samples: int, loc: float) -> CpuHistogram:
+    """All CPUs' wake-ups of one run, as _cpu draws them."""
+    latencies = (loc + rng.gamma(2.0, 4.0, size=samples)).astype(int)
+    counts = np.bincount(np.minimum(latencies, 400), minlength=401)
+    return CpuHistogram("run", counts[:400], int(counts[400]), samples,
+                        float(latencies.max()))
+
+
+def test_a_long_run_is_compared_at_the_higher_decades_too():
+    rng = np.random.default_rng(5)
+    baseline = [_long_histogram(rng, 2_000_000, 20) for _ in range(3)]
+    result = compare_histograms(_long_histogram(rng, 2_000_000, 20), baseline, 0.999)
+    # 2·10^6 wake-ups: 2000 beyond p99.9, 200 beyond p99.99, 20 beyond p99.999
+    assert [q for q, _, _ in result.compared] == [0.999, 0.9999]
+    assert result.quantile in (0.999, 0.9999)
+    short = compare_histograms(_long_histogram(rng, 20_000, 20), baseline, 0.999)
+    assert [q for q, _, _ in short.compared] == [0.999] and short.quantile == 0.999

@@ -17,8 +17,10 @@ from rtlab.stats import (
     REGRESSION,
     Histogram,
     compare,
+    compare_tail,
     quantile_name,
     tail_estimate,
+    tail_quantiles,
 )
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "cyclictest"
@@ -460,3 +462,66 @@ def test_a_a_false_fails_stay_below_the_level_when_runs_differ_widely():
         candidate = draw(20_000, rng, stretch=float(stretches[4]))
         fails += compare(candidate, baseline, seed=trial, resamples=1000).outcome == REGRESSION
     assert fails <= 3
+
+
+# ------------------------------------------------------- higher tail quantiles ----
+
+
+def test_tail_quantiles_add_the_decades_every_run_is_long_enough_for():
+    assert tail_quantiles(0.999, 10_000) == (0.999,)
+    # p99.99 needs 100 wake-ups beyond it: 10^6 samples
+    assert tail_quantiles(0.999, 999_999) == (0.999,)
+    assert tail_quantiles(0.999, 1_000_000) == (0.999, 0.9999)
+    assert tail_quantiles(0.999, 10**7) == (0.999, 0.9999, 0.99999)
+    assert tail_quantiles(0.999, 10**9) == (0.999, 0.9999, 0.99999)
+    assert tail_quantiles(0.999, 10**9, decades=0) == (0.999,)
+    assert tail_quantiles(0.99, 10**5, min_beyond=10) == (0.99, 0.999, 0.9999)
+
+
+def test_a_short_run_compares_one_quantile_as_compare_does():
+    rng = np.random.default_rng(31)
+    baseline = runs(5, 50_000, rng)
+    candidate = draw(50_000, rng, scale=6.0)
+    assert compare_tail(candidate, baseline, seed=4) == compare(candidate, baseline, seed=4)
+
+
+def test_a_wider_tail_hidden_at_p99_9_by_the_run_to_run_spread_is_found_further_out():
+    # baseline runs differ by ±6 % in speed; the candidate's tail is 30 % wider. At
+    # p99.9 that is within the spread; further out the tail has grown beyond it
+    rng = np.random.default_rng(32)
+    stretches = [0.94, 0.97, 1.0, 1.03, 1.06] * 2
+    baseline = runs(10, 10**7, rng, stretches)
+    candidate = draw(10**7, rng, stretch=1.03, scale=3.9)
+    alone = compare(candidate, baseline)
+    assert alone.outcome != REGRESSION, alone.message
+    verdict = compare_tail(candidate, baseline)
+    assert verdict.outcome == REGRESSION, verdict.message
+    assert verdict.quantile > 0.999
+    assert [q for q, _, _ in verdict.compared] == [0.999, 0.9999, 0.99999]
+    # each quantile at its share of the confidence, so that all three together fail an
+    # unchanged candidate no more often than one would
+    assert verdict.confidence == pytest.approx(1 - 0.02 / 3)
+    assert "[p99.9, p99.99, p99.999 compared, each at 99.33%; p99.9 " in verdict.message
+
+
+def test_an_unchanged_long_run_is_no_change_at_every_quantile():
+    rng = np.random.default_rng(33)
+    baseline = runs(5, 10**7, rng)
+    verdict = compare_tail(draw(10**7, rng), baseline)
+    assert verdict.outcome == NO_CHANGE, verdict.message
+    assert verdict.quantile == 0.999
+    assert [q for q, _, _ in verdict.compared] == [0.999, 0.9999, 0.99999]
+    outcomes = [outcome for _, outcome, _ in verdict.compared]
+    assert REGRESSION not in outcomes
+    # with 5 baseline runs the far quantiles are known too loosely to say no change here:
+    # the verdict rests on p99.9, the quantile asked for
+    assert INCONCLUSIVE in outcomes[1:], verdict.message
+
+
+def test_no_change_rests_on_the_quantile_asked_for():
+    # the baseline's p99.9 past the range: it cannot say no change, whatever the higher
+    # quantiles say
+    rng = np.random.default_rng(34)
+    baseline = runs(5, 10**6, rng, range_us=28)
+    verdict = compare_tail(draw(10**6, rng, range_us=28), baseline)
+    assert verdict.outcome == INCONCLUSIVE, verdict.message
