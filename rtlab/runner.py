@@ -14,8 +14,14 @@ from pathlib import Path
 
 import attr
 
-from .lab.health import HealthBook, ensure_schedulable, record_on_place, run_event
-from .lab.reservation import RESERVATION_FILE, filters_for, reserved
+from .lab.health import (
+    HealthBook,
+    ensure_schedulable,
+    healthy_filters,
+    record_on_place,
+    run_event,
+)
+from .lab.reservation import RESERVATION_FILE, LabgridClient, filters_for, reserved
 from .paths import REPO_ROOT, health_dir
 from .results import RUN_ID_VARIABLE, read_record
 
@@ -148,7 +154,10 @@ def run_suite(
         raise FileNotFoundError(f"image {image} does not exist (rtlab image build?)")
     health = health or HealthBook(health_dir())
     out_dir.mkdir(parents=True, exist_ok=True)
-    with reserved(coordinator, filters_for(place=place, board=board),
+    filters = filters_for(place=place, board=board)
+    if board is not None and kind == "run":
+        filters = healthy_filters(LabgridClient(coordinator), filters)
+    with reserved(coordinator, filters,
                   timeout_s=reserve_timeout_s, state_file=out_dir / RESERVATION_FILE,
                   progress=lambda message: print(message, flush=True)) as reservation:
         assert reservation.place is not None

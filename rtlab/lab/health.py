@@ -20,11 +20,14 @@ import sys
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attr
 
 from ..results import write_atomic
+
+if TYPE_CHECKING:
+    from .reservation import LabgridClient
 
 SCHEMA = "rtlab.health/1"
 KINDS = ("run", "check")
@@ -475,6 +478,32 @@ def ensure_schedulable(coordinator: str, place: str, client: Path | None = None)
     info = place_info(coordinator, place, client)
     if info.tags.get(TAG_KEY) == UNHEALTHY:
         raise PlaceUnhealthy(f"place {place} is unhealthy: {info.comment or 'no comment'}")
+
+
+def healthy_filters(client: "LabgridClient", filters: Mapping[str, str]) -> dict[str, str]:
+    """The reservation filters CI uses for any place of a board type: ``filters`` plus
+    ``rtlab_health=healthy``, so that the coordinator never allocates an unhealthy place
+    while a healthy one of the type is free or becomes free (labgrid's filters can only
+    ask for a tag's value, not exclude one). A place no run has marked yet has never
+    failed: it is tagged healthy first. When every place of the type is unhealthy there is
+    nothing to wait for: refused at once, naming each place, its reason and the health
+    check that makes it schedulable again."""
+    from .reservation import matching
+
+    places = matching(client.places(), filters)
+    for place in places:
+        if TAG_KEY not in place.tags:
+            client.run("-p", place.name, "set-tags", f"{TAG_KEY}={HEALTHY}")
+    unhealthy = [p for p in places if p.tags.get(TAG_KEY) == UNHEALTHY]
+    if places and len(unhealthy) == len(places):
+        reasons = "; ".join(
+            f"{p.name}: {parse_place_show(client.run('-p', p.name, 'show')).comment or '-'}"
+            for p in unhealthy)
+        raise PlaceUnhealthy(
+            f"every place with {' '.join(f'{k}={v}' for k, v in sorted(filters.items()))} "
+            f"is unhealthy ({reasons}); a passing health check makes one schedulable "
+            f"again: rtlab lab check --place {unhealthy[0].name} --image SDCARD.img")
+    return {**filters, TAG_KEY: HEALTHY}
 
 
 # --- rtlab lab health ------------------------------------------------------------------

@@ -226,7 +226,8 @@ class LabgridClient:
         return parse_reservations(self.run("reservations"))
 
 
-def _matching(places: list[PlaceState], filters: Mapping[str, str]) -> list[PlaceState]:
+def matching(places: list[PlaceState], filters: Mapping[str, str]) -> list[PlaceState]:
+    """The places a reservation with ``filters`` could be allocated (tags and name)."""
     return [p for p in places
             if all(({**p.tags, "name": p.name}).get(k) == v for k, v in filters.items())]
 
@@ -234,7 +235,7 @@ def _matching(places: list[PlaceState], filters: Mapping[str, str]) -> list[Plac
 def holders(client: LabgridClient, filters: Mapping[str, str], token: str = "") -> str:
     """Who holds the places a reservation with ``filters`` waits for, in one line."""
     try:
-        places = _matching(client.places(), filters)
+        places = matching(client.places(), filters)
         reservations = client.reservations()
     except ReservationError as error:
         return f"(could not ask the coordinator who holds them: {error})"
@@ -278,7 +279,7 @@ def reserve(
     who holds the places; ReservationError when no place could ever match."""
     filters = dict(filters)
     wanted = format_filters(filters)
-    candidates = _matching(client.places(), filters)
+    candidates = matching(client.places(), filters)
     if not candidates:
         known = ", ".join(sorted(p.name for p in client.places())) or "none"
         raise ReservationError(f"no place on {client.coordinator} has {wanted} "

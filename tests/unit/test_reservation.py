@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from rtlab.lab import reservation as rsv
+from rtlab.lab.health import TAG_KEY, PlaceUnhealthy, healthy_filters
 from tests.ports import free_port
 
 BIN = Path(sys.executable).parent
@@ -165,6 +166,56 @@ def test_one_named_place_can_be_reserved(coordinator, as_ci):
                       timeout_s=30)
     assert res.place == "rpi3-01"
     assert rsv.release(rsv.LabgridClient(coordinator), res) == []
+
+
+@pytest.fixture
+def second_imx6q(coordinator):
+    """A second place of the imx6q type; every place's health tags are gone afterwards."""
+    client(coordinator, {}, "-p", "imx6q-02", "create")
+    client(coordinator, {}, "-p", "imx6q-02", "set-tags", "board=imx6q")
+    yield "imx6q-02"
+    client(coordinator, {}, "-p", "imx6q-02", "delete")
+    for place in ("imx6q-01", "rpi3-01"):
+        client(coordinator, {}, "-p", place, "set-tags", f"{TAG_KEY}=")
+        client(coordinator, {}, "-p", place, "set-comment", "")
+
+
+def test_ci_is_never_allocated_an_unhealthy_place_while_a_healthy_one_serves(
+        second_imx6q, coordinator, as_ci):
+    lab = rsv.LabgridClient(coordinator)
+    filters = healthy_filters(lab, rsv.filters_for(board="imx6q"))
+    assert filters == {"board": "imx6q", TAG_KEY: "healthy"}
+    # the places of the type that no run had marked yet were admitted as healthy
+    assert {p.name: p.tags.get(TAG_KEY) for p in lab.places()} == {
+        "imx6q-01": "healthy", second_imx6q: "healthy", "rpi3-01": None}
+    # both free, each unhealthy in turn (the coordinator prefers one of two free places
+    # by its own order, so one of the two turns would catch a filter that let it)
+    for sick, well in (("imx6q-01", second_imx6q), (second_imx6q, "imx6q-01")):
+        client(coordinator, {}, "-p", sick, "set-tags", f"{TAG_KEY}=unhealthy")
+        client(coordinator, {}, "-p", well, "set-tags", f"{TAG_KEY}=healthy")
+        assert healthy_filters(lab, rsv.filters_for(board="imx6q")) == filters
+        res = rsv.reserve(lab, filters, timeout_s=30)
+        assert res.place == well, sick
+        assert rsv.release(lab, res) == []
+
+
+def test_ci_is_refused_at_once_when_every_place_of_the_type_is_unhealthy(
+        second_imx6q, coordinator, as_ci):
+    for place in ("imx6q-01", second_imx6q):
+        client(coordinator, {}, "-p", place, "set-tags", f"{TAG_KEY}=unhealthy")
+    client(coordinator, {}, "-p", "imx6q-01", "set-comment", "UNHEALTHY since x: no login")
+    with pytest.raises(PlaceUnhealthy) as refused:
+        healthy_filters(rsv.LabgridClient(coordinator), rsv.filters_for(board="imx6q"))
+    message = str(refused.value)
+    assert message.startswith("every place with board=imx6q is unhealthy (")
+    assert "imx6q-01: UNHEALTHY since x: no login" in message
+    assert f"{second_imx6q}: -" in message
+    assert "rtlab lab check --place imx6q-01" in message
+    # nothing was queued: a reservation would have waited for ever
+    assert client(coordinator, PERSON, "reservations").stdout.strip() == ""
+    # a board type with a healthy place is not held back by another type's
+    assert healthy_filters(rsv.LabgridClient(coordinator), {"board": "rpi3"})[TAG_KEY] \
+        == "healthy"
 
 
 def test_after_script_releases_what_a_killed_job_held(coordinator, as_ci, tmp_path,

@@ -55,6 +55,15 @@ def test_three_errors_in_a_row_make_the_place_unhealthy_until_a_check_passes(
     assert refused.returncode == 2
     assert f"place {PLACE} is unhealthy" in refused.stderr
     assert not (tmp_path / "refused" / "results").exists()
+    # a CI job asks for any board of the type: refused at once, not queued for a place
+    # the coordinator will never allocate to it, and the message says how to get it back
+    by_type = rtlab("run", "--board", "qemu-imx6q", "--image", sd_image, "--out",
+                    str(tmp_path / "by-type"), "--duration", "2", "--scenarios", "idle",
+                    "--intervals", "1000", "--rt-tests", "none", "--reserve-timeout", "600")
+    assert by_type.returncode == 2, by_type.stdout[-2000:] + by_type.stderr[-2000:]
+    assert "every place with board=qemu-imx6q is unhealthy" in by_type.stderr
+    assert f"rtlab lab check --place {PLACE}" in by_type.stderr
+    assert not (tmp_path / "by-type" / "results").exists()
 
     health = rtlab("lab", "health", "--place", PLACE, "--history")
     assert health.returncode == 0, health.stderr
