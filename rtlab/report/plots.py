@@ -22,6 +22,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullLocator
 from matplotlib.transforms import blended_transform_factory
 
+from ..stats import DEFAULT_QUANTILE, quantile_name
 from ..thresholds import format_us
 from .data import CpuHistogram, Group, LatencyPlot, Limit, Overlay, Trend, group_name, merged
 
@@ -204,9 +205,9 @@ def _latency_panel(axes: Axes, panel: LatencyPlot) -> None:
     axes.grid(True, which="major", alpha=0.3)
 
 
-def _legend_below(axes: Axes, handles: list) -> None:
+def _legend_below(axes: Axes, handles: list, ncol: int = 2) -> None:
     """Under the panel, where it can cover no data."""
-    axes.legend(handles=handles, fontsize=7.5, loc="upper center", ncol=2,
+    axes.legend(handles=handles, fontsize=7.5, loc="upper center", ncol=ncol,
                 bbox_to_anchor=(0.5, -0.14), frameon=False, borderaxespad=0)
 
 
@@ -375,11 +376,15 @@ def overlay_figure(group: Group) -> Figure:
     """Candidate against baseline, every CPU's wake-ups together, as fractions of each
     run's wake-ups (so runs of different lengths compare), log y."""
     panels = group.overlays
-    figure, axes_grid = _panels(max(PANEL_WIDTH * len(panels), MIN_WIDTH), 5.8, 1,
-                                len(panels), left=0.85, right=0.3, top=1.05, bottom=1.35,
-                                wspace=0.9)
-    for axes, overlay in zip(axes_grid[0], panels, strict=True):
+    titles = [_overlay_title(overlay) for overlay in panels]
+    # room above the panels for the longest verdict (8.5 pt lines) under the figure title
+    lines = max(title.count("\n") + 1 for title in titles)
+    figure, axes_grid = _panels(max(PANEL_WIDTH * len(panels), MIN_WIDTH), 5.3 + 0.15 * lines,
+                                1, len(panels), left=0.85, right=0.3, top=0.5 + 0.15 * lines,
+                                bottom=1.65, wspace=0.9)
+    for axes, overlay, title in zip(axes_grid[0], panels, titles, strict=True):
         _overlay_panel(axes, overlay)
+        axes.set_title(title, fontsize=8.5)
     figure.suptitle(f"Candidate vs baseline: {_title(group)}", fontsize=12,
                     fontweight="bold")
     return figure
@@ -405,18 +410,34 @@ def _overlay_panel(axes: Axes, overlay: Overlay) -> None:
     _log_y(axes)
     comparison = overlay.comparison
     if comparison is not None:
+        # the quantile the verdict came from (compare_tail may have decided further out)
+        name = quantile_name(comparison.quantile or DEFAULT_QUANTILE)
         for value, colour, who in ((comparison.baseline_us, "C0", "baseline"),
                                    (comparison.candidate_us, FAIL_COLOUR, "candidate")):
             if value is not None:
                 axes.axvline(value, color=colour, linestyle=":", linewidth=1.2,
-                             label=f"{who} p99.9 {value} µs")
+                             label=f"{who} {name} {value} µs")
     axes.set_xlabel("latency (µs, 1 µs buckets)")
     axes.set_ylabel("fraction of wake-ups (log)")
-    verdict = comparison.message if comparison is not None else "not compared"
-    axes.set_title(_wrap(f"{_interval_name(overlay.key[3])}: {verdict}", 70), fontsize=8.5)
     handles, _ = axes.get_legend_handles_labels()
-    _legend_below(axes, handles)
+    # one column: the candidate's name is long, and two would run into the next panel
+    _legend_below(axes, handles, ncol=1)
     axes.grid(True, which="major", alpha=0.3)
+
+
+def _overlay_title(overlay: Overlay) -> str:
+    """The verdict, and when several quantiles were compared, each one's outcome on a
+    line of its own (the bracketed detail of compare_tail's message, shortened)."""
+    comparison = overlay.comparison
+    if comparison is None:
+        return f"{_interval_name(overlay.key[3])}: not compared"
+    verdict = comparison.message.split(" [", 1)[0]
+    title = _wrap(f"{_interval_name(overlay.key[3])}: {verdict}", 70)
+    if len(comparison.compared) > 1:
+        title += "\n" + _wrap(" · ".join(f"{quantile_name(q)} {outcome} {difference:+g} µs"
+                                          for q, outcome, difference in comparison.compared),
+                               70)
+    return title
 
 
 # the kinds of figure, in the order the page shows them: file name prefix -> what it shows
