@@ -285,7 +285,7 @@ def run_window(shell: Shell, *, program: Sequence[str], parts: Sequence[LoadPart
 
     Raises :class:`LoadNotEffective` when a load did not run throughout, and
     :class:`ProgramFailed` when the program did not complete."""
-    loads = [StartedLoad(index, part) for index, part in enumerate(parts)]
+    loads = started_loads(parts)
     if any(part.kind == "network" for part in parts) and traffic is None:
         raise ValueError("the network load needs the board's traffic addresses")
     script = window_script(program, loads, cpus, duration_s + LOAD_OVERRUN_S)
@@ -297,12 +297,7 @@ def run_window(shell: Shell, *, program: Sequence[str], parts: Sequence[LoadPart
             stream.start()
         before_lines = shell.run_check(f"sh {WINDOW_SCRIPT} start",
                                        timeout=LOADED_SHELL_TIMEOUT_S)
-        if f"{MARK}started" not in before_lines:
-            raise ProgramFailed(f"{program[0]} was not started: {before_lines[-5:]}")
-        split = before_lines.index(f"{MARK}stat")
-        probes_before = parse_probes(before_lines, loads)
-        temps_before = _temperatures(before_lines[before_lines.index(f"{MARK}thermal") + 1:split])
-        before = CpuTimes.parse("\n".join(before_lines[split + 1:]), load_cpus)
+        opened = WindowStart.parse(program, before_lines, loads, load_cpus)
         if stream is not None:
             stream.window_opened()
         _wait_quietly(duration_s, progress)
@@ -314,23 +309,65 @@ def run_window(shell: Shell, *, program: Sequence[str], parts: Sequence[LoadPart
         _stop(shell, stream, loads, quiet=True)
         raise
     _stop(shell, stream, loads, quiet=False)
+    exit_code = program_exit_code(program, end_lines)
+    output = "\n".join(shell.run_check(f"tail -n 60 {PROGRAM_OUT}"))
+    return judge_window(program, parts, opened, end_lines, exit_code, output, cpus=cpus,
+                        duration_s=duration_s, load_cpus=load_cpus, stream=stream)
 
+
+def started_loads(parts: Sequence[LoadPart]) -> list[StartedLoad]:
+    """The loads of a window, numbered as :func:`window_script` numbers their files."""
+    return [StartedLoad(index, part) for index, part in enumerate(parts)]
+
+
+@attr.frozen
+class WindowStart:
+    """What the window's ``start`` action printed: the board's state as the window opened."""
+
+    probes: dict[int, str]
+    temperatures_mc: tuple[int, ...]
+    cpu_times: CpuTimes
+
+    @classmethod
+    def parse(cls, program: Sequence[str], lines: Sequence[str],
+              loads: Sequence[StartedLoad],
+              load_cpus: Sequence[int] | None = None) -> "WindowStart":
+        lines = list(lines)
+        if f"{MARK}started" not in lines:
+            raise ProgramFailed(f"{program[0]} was not started: {lines[-5:]}")
+        split = lines.index(f"{MARK}stat")
+        return cls(probes=parse_probes(lines, loads),
+                   temperatures_mc=_temperatures(lines[lines.index(f"{MARK}thermal") + 1:split]),
+                   cpu_times=CpuTimes.parse("\n".join(lines[split + 1:]), load_cpus))
+
+
+def program_exit_code(program: Sequence[str], end_lines: Sequence[str]) -> int:
+    """The program's exit status from the window's ``end`` output."""
     rc_line = next((line for line in end_lines if line.startswith(f"{MARK}rc=")), None)
     if rc_line is None or rc_line == f"{MARK}rc=none":
         raise ProgramFailed(f"{program[0]} did not finish within {PROGRAM_OVERRUN_S} s of its "
-                            f"window: {end_lines[-5:]}")
+                            f"window: {list(end_lines)[-5:]}")
     exit_text = rc_line.removeprefix(f"{MARK}rc=")
     if not exit_text.isdigit():
         raise ProgramFailed(f"{program[0]}: garbled exit status {exit_text!r}")
-    output = "\n".join(shell.run_check(f"tail -n 60 {PROGRAM_OUT}"))
+    return int(exit_text)
+
+
+def judge_window(program: Sequence[str], parts: Sequence[LoadPart], opened: WindowStart,
+                 end_lines: Sequence[str], exit_code: int, output: str, *, cpus: int,
+                 duration_s: int, load_cpus: Sequence[int] | None = None,
+                 stream: "HostStream | None" = None) -> Window:
+    """The window from what the board printed (by whichever runner read it: labgrid's
+    shell here, a LAVA job's log in rtlab.lava), with the loads proven or refused."""
+    loads = started_loads(parts)
     after = CpuTimes.parse("\n".join(_section(end_lines, "stat", "stat-end")), load_cpus)
-    utilisation = after.utilisation_since(before)
+    utilisation = after.utilisation_since(opened.cpu_times)
     loadavg = "\n".join(_section(end_lines, "loadavg", "thermal")).strip()
     temps_after = _temperatures(_section(end_lines, "thermal"))
-    evidence = parse_evidence(end_lines, loads, probes_before)
+    evidence = parse_evidence(end_lines, loads, opened.probes)
     facts = _verify(parts, evidence, utilisation, loadavg, cpus, duration_s, stream)
-    return Window(int(exit_text), output, utilisation, loadavg,
-                  (temps_before, temps_after), facts)
+    return Window(exit_code, output, utilisation, loadavg,
+                  (opened.temperatures_mc, temps_after), facts)
 
 
 def _stop(shell: Shell, stream: "HostStream | None", loads: Sequence[StartedLoad],

@@ -1,4 +1,6 @@
-"""Glue between pytest outcomes and rtlab verdicts for the on-board suite."""
+"""Glue between pytest outcomes and rtlab verdicts for the on-board suite, and the judges
+of a latency case and an rt-test that every runner shares (labgrid's tests/target, LAVA's
+logs in rtlab.lava)."""
 
 import datetime
 import math
@@ -9,10 +11,11 @@ from typing import Any
 import attr
 import pytest
 
-from .cyclictest import CpuResult, NoWakeup
+from .cyclictest import CpuResult, CyclictestResult, NoWakeup
 from .manifest import read_image_manifest
+from .rttests import TESTS, FunctionalResult, LatencyResult, Verdict
 from .stats import Histogram, TailEstimate, tail_estimate
-from .thresholds import StatisticsPolicy, Threshold, format_us
+from .thresholds import StatisticsPolicy, Threshold, check, format_us
 
 
 @attr.define
@@ -172,3 +175,104 @@ def tail_violation(cpu: int | None, estimate: TailEstimate | None, policy: Stati
     return (f"{where} tail bound at p={probability}: {format_us(estimate.bound_us or 0)}, "
             f"upper {estimate.confidence:.0%} limit {shown} > max_us "
             f"{format_us(limit.value)} ({limit.source}; {cited}: statistics gating)")
+
+
+# where a board's cyclictest writes its results (rtlab.cyclictest.build_command's paths)
+JSON_ON_BOARD = "/tmp/rtlab-cyclictest.json"
+HIST_ON_BOARD = "/tmp/rtlab-cyclictest.hist"
+
+
+def cyclictest_program(command: list[str]) -> list[str]:
+    """What a board runs for ``command`` (rtlab.cyclictest.build_command's argv).
+
+    cyclictest starts its threads as ordinary tasks, and each raises itself to its RT
+    priority only once it first runs: under the loads a thread could wait out the whole
+    window before that (seen on the emulated stock kernel under hackbench). At nice -20
+    the start-up gets the CPU first; the measuring itself is at the RT priority."""
+    return ["sh", "-c", 'renice -n -20 -p $$ >/dev/null && exec "$@"', "sh", *command]
+
+
+@attr.frozen
+class LatencyJudgement:
+    """One cyclictest run judged against its limits: the per-CPU facts a result record
+    keeps, the tail estimates, and why the case fails (empty: it passes)."""
+
+    cpus: list[dict[str, Any]]
+    tails: dict[int, TailEstimate | None]
+    violations: list[str]
+
+
+def judge_latency(result: CyclictestResult, limits: Mapping[str, Threshold],
+                  policy: StatisticsPolicy, duration_s: int,
+                  interval_us: int) -> LatencyJudgement:
+    """The gate of a latency case, whichever runner measured it (labgrid's tests/target
+    or a LAVA job's log, rtlab.lava): thresholds, CPUs that never woke, and the tail
+    estimate where thresholds.yaml makes statistics gating."""
+    # the tail beyond what the window saw, beside the observed figures
+    tails = {cpu.thread: cpu_tail(cpu, limits, policy, interval_us) for cpu in result.cpus}
+    per_thread = [(cpu.thread, cpu_facts(cpu)) for cpu in result.cpus]
+    for thread, facts in per_thread:
+        tail = tails[thread]
+        if tail is not None:
+            facts["tail"] = tail_facts(tail)
+    per_thread += [(silent.thread, no_wakeup_facts(silent)) for silent in result.no_wakeup]
+    violations = [no_wakeup_violation(silent, duration_s, limits) for silent in result.no_wakeup]
+    violations += [v.message for cpu in result.cpus
+                   for v in check(cpu_figures(cpu), limits, cpu.cpu)]
+    # thresholds stay the gate; the tail estimate joins it only where thresholds.yaml says
+    violations += [why for cpu in result.cpus
+                   if (why := tail_violation(cpu.cpu, tails[cpu.thread], policy, limits))]
+    return LatencyJudgement(cpus=[facts for _, facts in sorted(per_thread, key=lambda t: t[0])],
+                            tails=tails, violations=violations)
+
+
+# where a board's other rt-tests write their JSON (rtlab.rttests.board_run's json_path)
+RT_JSON_ON_BOARD = "/tmp/rtlab-rttest.json"
+
+
+def rt_tool_wait_s(tool: str, duration_s: int) -> int:
+    """How long a window of ``tool`` lasts: pip_stress has no duration of its own, and its
+    repeated runs take well under a second."""
+    return duration_s if TESTS[tool].duration else 1
+
+
+def rt_tool_limits(limits: Mapping[str, Threshold]) -> dict[str, Threshold]:
+    """These tools keep no histogram: a p99.9 limit they inherit is cyclictest's (the
+    thresholds file refuses one set for the tool itself)."""
+    return {metric: limit for metric, limit in limits.items() if metric != "p99_9_us"}
+
+
+@attr.frozen
+class RtToolJudgement:
+    """One rt-test run judged: the facts a result record keeps, why it is skipped (a
+    functional test that set up no inversion proves nothing either way), and why it
+    fails (empty: it passes)."""
+
+    facts: dict[str, Any]
+    skip: str | None
+    violations: list[str]
+
+
+def judge_rt_tool(result: LatencyResult | FunctionalResult,
+                  limits: Mapping[str, Threshold]) -> RtToolJudgement:
+    """pi_stress and pip_stress by whether priority inheritance resolved their inversions;
+    the latency tools by thresholds.yaml per measuring thread (``limits``: the tool's,
+    :func:`rt_tool_limits`), a thread without a known CPU named by its number."""
+    if isinstance(result, FunctionalResult):
+        facts = {"functional": {"verdict": result.verdict.value,
+                                "inversions": result.inversions, "reason": result.reason,
+                                "evidence": list(result.evidence[-5:])}}
+        if result.verdict is Verdict.INCONCLUSIVE:
+            return RtToolJudgement(facts, f"priority inheritance not exercised: "
+                                          f"{result.reason}", [])
+        failed = [] if result.verdict is Verdict.PASS else [f"{result.tool}: {result.reason}"]
+        return RtToolJudgement(facts, None, failed)
+    gated = [result.threads[index] for index in result.gated]
+    facts = {"threads": [
+        {"thread": t.thread, "cpu": t.cpu, "samples": t.samples, "min_us": t.min_us,
+         "avg_us": t.avg_us, "max_us": t.max_us, "gated": t.thread in result.gated}
+        for t in result.threads]}
+    violations = [v.message for t in gated
+                  for v in check({"max": t.max_us, "avg": t.avg_us}, limits,
+                                 t.cpu if t.cpu is not None else t.thread)]
+    return RtToolJudgement(facts, None, violations)

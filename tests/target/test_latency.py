@@ -8,18 +8,12 @@ from rtlab import cyclictest
 from rtlab.errors import InfrastructureError
 from rtlab.measure import ProgramFailed, run_window
 from rtlab.suite import (
-    cpu_facts,
+    HIST_ON_BOARD,
+    JSON_ON_BOARD,
     cpu_figures,
-    cpu_tail,
-    no_wakeup_facts,
-    no_wakeup_violation,
-    tail_facts,
-    tail_violation,
+    cyclictest_program,
+    judge_latency,
 )
-from rtlab.thresholds import check
-
-JSON_ON_BOARD = "/tmp/rtlab-cyclictest.json"
-HIST_ON_BOARD = "/tmp/rtlab-cyclictest.hist"
 
 
 @pytest.fixture
@@ -66,11 +60,7 @@ def measurement(request, begin_case, board_name, flavour, thresholds, record, su
                                        priority=suite.priority,
                                        histogram_us=suite.histogram_us, json_path=JSON_ON_BOARD,
                                        histfile_path=HIST_ON_BOARD, affinity=affinity)
-    # cyclictest starts its threads as ordinary tasks, and each raises itself to its RT
-    # priority only once it first runs: under the loads a thread could wait out the whole
-    # window before that (seen on the emulated stock kernel under hackbench). At nice -20
-    # the start-up gets the CPU first; the measuring itself is at the RT priority.
-    program = ["sh", "-c", 'renice -n -20 -p $$ >/dev/null && exec "$@"', "sh", *command]
+    program = cyclictest_program(command)
     record.facts["command"] = program
     record.facts["load_cpus"] = load_cpus
     shell.run_check(f"rm -f {JSON_ON_BOARD} {HIST_ON_BOARD}")
@@ -90,14 +80,9 @@ def measurement(request, begin_case, board_name, flavour, thresholds, record, su
     text = "\n".join(shell.run_check(f"cat {JSON_ON_BOARD}"))
     result = cyclictest.parse_json(text, source=f"{case}: {JSON_ON_BOARD}",
                                    expected_threads=measured)
-    # the tail beyond what the window saw, beside the observed figures
-    tails = {cpu.thread: cpu_tail(cpu, limits, policy, interval_us) for cpu in result.cpus}
-    per_thread = [(cpu.thread, cpu_facts(cpu)) for cpu in result.cpus]
-    for thread, facts in per_thread:
-        if tails[thread] is not None:
-            facts["tail"] = tail_facts(tails[thread])
-    per_thread += [(silent.thread, no_wakeup_facts(silent)) for silent in result.no_wakeup]
-    record.facts["cpus"] = [facts for _, facts in sorted(per_thread, key=lambda t: t[0])]
+    judged = judge_latency(result, limits, policy, duration_s, interval_us)
+    tails = judged.tails
+    record.facts["cpus"] = judged.cpus
     for silent in result.no_wakeup:
         where = f"cpu{silent.cpu}" if silent.cpu is not None else f"thread{silent.thread}"
         record_property(f"{where}_samples", 0)
@@ -110,15 +95,9 @@ def measurement(request, begin_case, board_name, flavour, thresholds, record, su
         tail = tails[cpu.thread]
         if tail is not None and tail.bound_us is not None:
             record_property(f"cpu{cpu.cpu}_tail_bound_us", f"{tail.bound_us:.1f}")
-    return result, limits, duration_s, policy, tails
+    return judged
 
 
 def test_latency(measurement):
-    result, limits, duration_s, policy, tails = measurement
-    violations = [no_wakeup_violation(silent, duration_s, limits) for silent in result.no_wakeup]
-    violations += [v.message for cpu in result.cpus
-                   for v in check(cpu_figures(cpu), limits, cpu.cpu)]
-    # thresholds stay the gate; the tail estimate joins it only where thresholds.yaml says
-    violations += [why for cpu in result.cpus
-                   if (why := tail_violation(cpu.cpu, tails[cpu.thread], policy, limits))]
+    violations = measurement.violations
     assert not violations, "; ".join(violations)

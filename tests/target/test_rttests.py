@@ -13,9 +13,8 @@ import pytest
 from rtlab import rttests
 from rtlab.errors import InfrastructureError
 from rtlab.measure import ProgramFailed, run_window
-from rtlab.thresholds import check
-
-JSON_ON_BOARD = "/tmp/rtlab-rttest.json"
+from rtlab.suite import RT_JSON_ON_BOARD as JSON_ON_BOARD
+from rtlab.suite import judge_rt_tool, rt_tool_limits, rt_tool_wait_s
 
 
 @pytest.fixture
@@ -30,8 +29,7 @@ def rt_run(request, begin_case, board_name, flavour, thresholds, record, suite, 
                             priority=suite.priority, json_path=JSON_ON_BOARD)
     record.facts["command"] = list(run.argv)
     shell.run_check(f"rm -f {JSON_ON_BOARD}")
-    # pip_stress has no duration of its own: its repeated runs take well under a second
-    wait_s = duration_s if rttests.TESTS[rt_test].duration else 1
+    wait_s = rt_tool_wait_s(rt_test, duration_s)
     try:
         window = run_window(shell, program=run.argv, parts=(), cpus=system_info.cpus,
                             duration_s=wait_s, progress=lambda text: progress(f"{case}: {text}"))
@@ -51,7 +49,7 @@ def rt_run(request, begin_case, board_name, flavour, thresholds, record, suite, 
         raise InfrastructureError(str(error)) from error
     if isinstance(result, rttests.FunctionalResult):
         return result, {}
-    limits = _latency_limits(rt_test, thresholds.lookup(board_name, flavour, rt_test))
+    limits = rt_tool_limits(thresholds.lookup(board_name, flavour, rt_test))
     record.facts["thresholds"] = {m: {"value": t.value, "source": t.source}
                                   for m, t in limits.items()}
     return result, limits
@@ -59,33 +57,15 @@ def rt_run(request, begin_case, board_name, flavour, thresholds, record, suite, 
 
 def test_rt_tool(rt_run, record, record_property):
     result, limits = rt_run
+    judged = judge_rt_tool(result, limits)
+    record.facts.update(judged.facts)
     if isinstance(result, rttests.FunctionalResult):
-        record.facts["functional"] = {"verdict": result.verdict.value,
-                                      "inversions": result.inversions,
-                                      "reason": result.reason,
-                                      "evidence": list(result.evidence[-5:])}
         record_property("inversions", result.inversions)
-        if result.verdict is rttests.Verdict.INCONCLUSIVE:
-            pytest.skip(f"priority inheritance not exercised: {result.reason}")
-        assert result.verdict is rttests.Verdict.PASS, f"{result.tool}: {result.reason}"
+        if judged.skip is not None:
+            pytest.skip(judged.skip)
+        assert not judged.violations, judged.violations[0]
         return
-
-    gated = [result.threads[index] for index in result.gated]
-    record.facts["threads"] = [
-        {"thread": t.thread, "cpu": t.cpu, "samples": t.samples, "min_us": t.min_us,
-         "avg_us": t.avg_us, "max_us": t.max_us, "gated": t.thread in result.gated}
-        for t in result.threads]
-    for thread in gated:
+    for thread in (result.threads[index] for index in result.gated):
         record_property(f"thread{thread.thread}_max_us", thread.max_us)
         record_property(f"thread{thread.thread}_avg_us", thread.avg_us)
-    # judged per measuring thread; a thread without a known CPU is named by its number
-    violations = [v for t in gated
-                  for v in check({"max": t.max_us, "avg": t.avg_us}, limits,
-                                 t.cpu if t.cpu is not None else t.thread)]
-    assert not violations, "; ".join(v.message for v in violations)
-
-
-def _latency_limits(tool, limits):
-    """These tools keep no histogram: a p99.9 limit they inherit is cyclictest's (the
-    thresholds file refuses one set for the tool itself)."""
-    return {metric: limit for metric, limit in limits.items() if metric != "p99_9_us"}
+    assert not judged.violations, "; ".join(judged.violations)
