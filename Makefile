@@ -17,6 +17,7 @@ lint: bootstrap
 	$(VENV)/ruff check rtlab tests bench conftest.py
 	$(VENV)/rtlab thresholds check
 	$(VENV)/rtlab env check
+	$(VENV)/rtlab lava validate jobs
 	$(VENV)/check-jsonschema --builtin-schema vendor.gitlab-ci .gitlab-ci.yml
 	$(VENV)/hadolint --config docker/hadolint.yaml docker/ci/Dockerfile docker/exporter/Dockerfile
 

@@ -300,6 +300,9 @@ def parser() -> argparse.ArgumentParser:
     from .report.cli import register as register_report
 
     register_report(sub)
+    from .lava.cli import register as register_lava
+
+    register_lava(sub)
 
     demo = sub.add_parser("demo", help="the main job on the virtual rack")
     demo.add_argument("--out", default="out")

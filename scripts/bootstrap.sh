@@ -1,6 +1,8 @@
 #!/bin/sh
 # The one idempotent set-up behind `make demo` and `make test` on Debian bookworm (root):
-# host packages, foreign-architecture package lists for the guest images, the Python venv,
+# host packages (LAVA's: lava-common's job schema for `rtlab lava validate`, which the
+# system's python3 runs since it is no PyPI package, and lava-dispatcher's lava-run for
+# `rtlab lava local`), foreign-architecture package lists for the guest images, the Python venv,
 # the board images, the kernel build tools and the RT-patched kernel source, and the local
 # pipeline runner. Each step is skipped when already done; downloads are cached under
 # .cache/ (git-ignored), so a second run downloads nothing.
@@ -25,7 +27,8 @@ want() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
 EXTRAS="${RTLAB_PIP_EXTRAS:-dev}"
 
 HOST_PACKAGES="qemu-system-arm bmap-tools socat cpio device-tree-compiler mtools dosfstools
-fdisk e2fsprogs xz-utils zstd binutils microcom telnet python3-venv iproute2 procps postgresql"
+fdisk e2fsprogs xz-utils zstd binutils microcom telnet python3-venv iproute2 procps postgresql
+lava-common lava-dispatcher"
 GUEST_ARCHES="armhf arm64"
 KERNEL_PACKAGES="gcc-arm-linux-gnueabihf gcc-aarch64-linux-gnu bc bison flex libssl-dev ccache
 u-boot-tools libelf-dev make gcc libc6-dev dpkg-dev patch xz-utils git"

@@ -1,0 +1,298 @@
+"""A finished LAVA job → rtlab result records (schema rtlab.result/2), one per case of its
+plan, judged by thresholds.yaml as a labgrid run judges them (rtlab.measure.judge_window
+for the loads, rtlab.suite.judge_latency for the gate).
+
+Verdicts, as on labgrid: ``pass``; ``fail`` when a limit is exceeded; ``error`` for
+everything that is no statement about latency: a job that ended before the case, evidence
+missing or garbled in the log, a window that did not run, a load not effective, output
+that does not parse; ``skipped`` only for the reasons a labgrid run skips a case, and only
+once the board got to it. No case of the plan is left without a record.
+"""
+
+import datetime
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attr
+
+from .. import cyclictest, rttests
+from ..loads import LoadNotEffective, LoadPart
+from ..measure import (
+    ProgramFailed,
+    Window,
+    WindowStart,
+    judge_window,
+    program_exit_code,
+    started_loads,
+)
+from ..results import RUN_ID_VARIABLE, write_record
+from ..suite import judge_latency, judge_rt_tool, rt_tool_limits
+from ..sysinfo import SystemInfo
+from ..thresholds import Threshold, Thresholds
+from .facts import Answer, FactsError, replay_system_info
+from .joblog import Evidence, JobLog
+from .plan import Plan, PlanError, PlannedCase
+from .render import TEST_NAME
+
+RUNNER = "lava"
+SYSINFO = "sysinfo"
+# the program's JSON among a case's files (jobs/board/suite.sh.j2)
+RESULT_JSON = "result.json"
+
+
+class CaseError(Exception):
+    """The case is an error (no statement about latency); the message says why."""
+
+
+@attr.frozen
+class LavaJob:
+    """Which job the log is of."""
+
+    job_id: str
+    server: str | None = None
+    """The LAVA server (its host), None for lava-run here."""
+    device: str | None = None
+    device_type: str | None = None
+    url: str | None = None
+    health: str | None = None
+    """lava-server's health of the job (Complete, Incomplete, Canceled), when known."""
+
+    @property
+    def run_id(self) -> str:
+        return f"lava:{self.server or 'local'}:{self.job_id}"
+
+
+def _iso(when: datetime.datetime | None) -> str:
+    return (when or datetime.datetime.now(datetime.UTC)).isoformat()
+
+
+def _system(plan: Plan, evidence: Evidence) -> SystemInfo:
+    """The board's facts, read back as rtlab.sysinfo reads them, and held against what
+    the job was rendered for: the cases' CPUs were chosen from it."""
+    garbled = evidence.garbled.get(SYSINFO, {})
+    if garbled:
+        raise CaseError("the board's system facts are garbled in the log: "
+                        + "; ".join(garbled.values()))
+    files = evidence.files.get(SYSINFO, {})
+    answers = {}
+    for index, command in enumerate(plan.sysinfo_commands):
+        out, rc = files.get(f"{index}.out"), files.get(f"{index}.rc")
+        if out is None or rc is None:
+            continue
+        status = rc.decode(errors="replace").strip()
+        answers[command] = Answer(out.decode(errors="replace"),
+                                  int(status) if status.isdigit() else 255)
+    if not answers:
+        raise CaseError("the log holds none of the board's system facts")
+    try:
+        system = replay_system_info(answers)
+    except FactsError as error:
+        raise CaseError(str(error)) from None
+    if system.cpus != plan.cpus or system.isolated_cpus != plan.isolated:
+        raise CaseError(f"the board has {system.cpus} CPUs, isolated "
+                        f"{list(system.isolated_cpus) or 'none'}; the job was rendered for "
+                        f"{plan.cpus} CPUs, isolated {list(plan.isolated) or 'none'} "
+                        "(render it from the image the board boots)")
+    return system
+
+
+@attr.define
+class _Case:
+    plan: Plan
+    case: PlannedCase
+    log: JobLog
+    evidence: Evidence
+    facts: dict[str, Any]
+
+    def text(self, name: str) -> str:
+        owner = self.case.lava_name
+        garbled = self.evidence.garbled.get(owner, {})
+        if garbled:
+            raise CaseError("the case's evidence " + "; ".join(garbled.values()))
+        files = self.evidence.files.get(owner)
+        if files is None:
+            why = (" (the board could not pack it)" if owner in self.evidence.missing
+                   else "")
+            raise CaseError(f"the case's evidence is not in the log{why}")
+        if name not in files:
+            raise CaseError(f"the board wrote no {name} for the case")
+        return files[name].decode(errors="replace")
+
+    def window(self, parts: list[LoadPart], cpus: int,
+               load_cpus: list[int] | None) -> Window:
+        """The case's window from its evidence, the loads proven (rtlab.measure)."""
+        program = list(self.case.program)
+        start_rc = self.text("start.rc").strip()
+        start = self.text("start.out").splitlines()
+        if start_rc != "0":
+            # what labgrid's run_check of the window's start raises
+            raise CaseError(f"the window's start exited {start_rc}: {start[-5:]}")
+        try:
+            opened = WindowStart.parse(program, start, started_loads(parts), load_cpus)
+            end_rc = self.text("end.rc").strip()
+            end = self.text("end.out").splitlines()
+            if end_rc != "0":
+                raise CaseError(f"the window's end exited {end_rc}: {end[-5:]}")
+            exit_code = program_exit_code(program, end)
+            return judge_window(program, parts, opened, end, exit_code,
+                                self.text("program.out").rstrip("\n"), cpus=cpus,
+                                duration_s=self.case.wait_s, load_cpus=load_cpus)
+        except (ProgramFailed, LoadNotEffective, ValueError) as error:
+            raise CaseError(str(error)) from None
+
+    def judge(self, thresholds: Thresholds) -> tuple[str, str]:
+        """As tests/target/test_latency.py judges a case."""
+        plan, case = self.plan, self.case
+        limits = thresholds.lookup(plan.board, plan.flavour, case.scenario, case.interval_us)
+        self.facts["thresholds"] = {m: {"value": t.value, "source": t.source}
+                                    for m, t in limits.items()}
+        policy = thresholds.statistics(plan.board, plan.flavour, case.scenario,
+                                       case.interval_us)
+        self.facts["statistics"] = {"exceedance_probability": policy.exceedance_probability,
+                                    "quantile": policy.quantile, "gating": policy.gating,
+                                    "sources": dict(policy.sources)}
+        self.facts["command"] = list(case.program)
+        load_cpus = list(case.load_cpus) if case.load_cpus is not None else None
+        self.facts["load_cpus"] = load_cpus
+        window = self.window(case.parts(), plan.load_cpu_count(case), load_cpus)
+        self.facts["load_check"] = {**window.load_facts,
+                                    "temperatures_mc": list(map(list, window.temperatures_mc))}
+        if window.exit_code != 0:
+            raise CaseError(f"cyclictest exited {window.exit_code}: {window.output}")
+        where = f"{self.facts['name']}: {case.json_path} of LAVA job {self.job_id}"
+        try:
+            result = cyclictest.parse_json(self.text(RESULT_JSON), source=where,
+                                           expected_threads=case.threads)
+        except cyclictest.CyclictestParseError as error:
+            raise CaseError(str(error)) from None
+        judged = judge_latency(result, limits, policy, plan.duration_s, case.interval_us)
+        self.facts["cpus"] = judged.cpus
+        if judged.violations:
+            return "fail", "; ".join(judged.violations)
+        return "pass", ""
+
+    def judge_rt_test(self, thresholds: Thresholds) -> tuple[str, str]:
+        """As tests/target/test_rttests.py judges a tool's run on the idle board."""
+        plan, case = self.plan, self.case
+        try:
+            run = case.rt_run(plan)
+        except PlanError as error:
+            raise CaseError(str(error)) from None
+        self.facts["command"] = list(run.argv)
+        window = self.window([], plan.load_cpu_count(case), None)
+        files = self.evidence.files.get(case.lava_name, {})
+        json_text = (files[RESULT_JSON].decode(errors="replace")
+                     if run.json_path is not None and RESULT_JSON in files else None)
+        try:
+            result = rttests.judge(run, exit_status=window.exit_code, output=window.output,
+                                   json_text=json_text, source=self.facts["name"])
+        except rttests.ToolUnsupported as error:
+            return "skipped", str(error)
+        except rttests.RtTestsParseError as error:
+            raise CaseError(str(error)) from None
+        limits: dict[str, Threshold] = {}
+        if not isinstance(result, rttests.FunctionalResult):
+            limits = rt_tool_limits(thresholds.lookup(plan.board, plan.flavour, case.scenario))
+            self.facts["thresholds"] = {m: {"value": t.value, "source": t.source}
+                                        for m, t in limits.items()}
+        judged = judge_rt_tool(result, limits)
+        self.facts.update(judged.facts)
+        if judged.skip is not None:
+            return "skipped", judged.skip
+        if judged.violations:
+            return "fail", "; ".join(judged.violations)
+        return "pass", ""
+
+    @property
+    def job_id(self) -> str:
+        return str(self.facts["lava"]["job_id"])
+
+
+def job_records(plan: Plan, log: JobLog, job: LavaJob,
+                thresholds: Thresholds) -> list[dict[str, Any]]:
+    """One record per case of the plan, in its order."""
+    evidence = log.evidence()
+    status = log.status()
+    if job.health and job.health != "Complete" and log.complete:
+        status = f"lava-server's health of the job is {job.health}"
+    lava = {"job_id": job.job_id, "server": job.server, "url": job.url,
+            "device": job.device, "device_type": job.device_type,
+            "job_result": dict(log.job_result) if log.job_result else None,
+            "health": job.health, "log_unreadable_lines": len(log.unreadable)}
+    system: SystemInfo | None = None
+    system_error = None
+    try:
+        system = _system(plan, evidence)
+    except CaseError as error:
+        system_error = str(error)
+    # LAVA's own result per case (the driver's lava-test-case), for reference
+    results = {r.get("case"): r for r in log.results
+               if str(r.get("definition")).endswith(TEST_NAME)}
+    records = []
+    for case in plan.cases:
+        name = f"{plan.board}/{plan.flavour}/{case.name}"
+        facts: dict[str, Any] = {
+            "name": name, "board": plan.board, "flavour": plan.flavour,
+            "place": job.device, "duration_s": plan.duration_s, "image": dict(plan.image),
+            "scenario": case.scenario, "loads": {k: dict(v) for k, v in case.loads.items()},
+            **({} if case.tool is not None else {"cpus_measured": case.cpus_measured,
+                                                 "interval_us": case.interval_us}),
+            "runner": RUNNER, "run_id": os.environ.get(RUN_ID_VARIABLE) or job.run_id,
+            "lava": {**lava, "test_case": results.get(case.lava_name)},
+        }
+        if system is not None:
+            facts["system"] = system.as_dict()
+        started = evidence.started.get(case.lava_name)
+        finished = evidence.ended.get(case.lava_name)
+        verdict, message = _verdict(plan, case, log, evidence, system, system_error, status,
+                                    thresholds, facts)
+        records.append({"case": f"lava:{job.job_id}:{case.lava_name}",
+                        "started": _iso(started or log.last), "finished": _iso(
+                            finished or log.last), "verdict": verdict, "message": message,
+                        **facts})
+    return records
+
+
+def _verdict(plan: Plan, case: PlannedCase, log: JobLog, evidence: Evidence,
+             system: SystemInfo | None, system_error: str | None, status: str,
+             thresholds: Thresholds, facts: dict[str, Any]) -> tuple[str, str]:
+    reached = case.lava_name in evidence.started or case.lava_name in evidence.skipped
+    if not reached:
+        return "error", f"the job never got to this case: {status}"
+    if case.skip is not None:
+        return "skipped", case.skip
+    if system is None:
+        return "error", f"{system_error} (LAVA job: {status})"
+    if case.lava_name not in evidence.ended:
+        garbled = evidence.garbled.get(case.lava_name, {})
+        why = "; ".join(garbled.values()) if garbled else "its output in the log ends early"
+        return "error", f"the case did not finish on the board ({why}): {status}"
+    judged = _Case(plan, case, log, evidence, facts)
+    try:
+        if case.tool is not None:
+            return judged.judge_rt_test(thresholds)
+        return judged.judge(thresholds)
+    except (CaseError, ValueError) as error:
+        # ValueError: thresholds.yaml has no limits for the board or flavour, as on labgrid
+        return "error", str(error)
+
+
+def write_records(folder: Path, records: Sequence[Mapping[str, Any]]) -> list[Path]:
+    """Each record written atomically (rtlab.results.write_record)."""
+    return [write_record(folder, dict(record)) for record in records]
+
+
+def summary(records: Sequence[Mapping[str, Any]]) -> str:
+    lines = [f"{r['verdict']:7} {r['name']}" + (f": {r['message']}" if r["message"] else "")
+             for r in records]
+    counts = {v: sum(1 for r in records if r["verdict"] == v)
+              for v in ("pass", "fail", "error", "skipped")}
+    lines.append(", ".join(f"{n} {v}" for v, n in counts.items()))
+    return "\n".join(lines)
+
+
+def exit_code(records: Sequence[Mapping[str, Any]]) -> int:
+    """0 when every case passed or was skipped, 1 otherwise (as pytest's)."""
+    return 0 if all(r["verdict"] in ("pass", "skipped") for r in records) else 1

@@ -1,0 +1,220 @@
+"""A LAVA job for one board and flavour from the templates of jobs/: the device type's
+template (physical boards) or QEMU's (virtual boards, ``qemu-…`` tags), the boot files of
+the image rtlab builds, and the suite's cases as rtlab.lava.board's test steps.
+
+The rendered job is read back and checked against what went in (the steps, the plan): a
+template that quotes or indents a value wrongly fails here, with its name, rather than on
+the board.
+"""
+
+import math
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import attr
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+
+from ..manifest import read_image_manifest
+from ..measure import LOAD_MARGIN_S, LOADED_SHELL_TIMEOUT_S
+from ..vlab.qemu import read_boot_config
+from . import board, templates
+from .plan import METADATA_KEY, Plan, board_model, is_virtual
+
+# the initramfs by a name LAVA decompresses (it goes by the suffix) and unpacks (cpio)
+RAMDISK = "initrd.cpio.gz"
+PHYSICAL_TEMPLATES = {"imx6q": "imx6q-sabrelite.yaml.j2", "rpi3": "bcm2837-rpi-3-b.yaml.j2"}
+QEMU_TEMPLATE = "qemu.yaml.j2"
+TEST_NAME = "rtlab-latency"
+# the login of rtlab's images (rtlab.vlab.image: busybox getty, /etc/profile's prompt, the
+# line /init prints just before the login; env/virtual.yaml's ShellDriver waits for the same)
+LOGIN = {"login_prompt": "login:", "username": "root", "shell_prompt": "root@rtlab:",
+         "start_message": "rtlab: rtlab-[a-z0-9]+ ready"}
+
+
+@attr.frozen
+class QemuWiring:
+    """How a QEMU machine is wired for LAVA, as rtlab.vlab.qemu.qemu_command wires it for
+    the virtual rack: the console UART on stdio, the SD card, the TCG mode."""
+
+    arch: str
+    cpu: str
+    nic: str
+    """The ``model=`` of QEMU's on-board NIC (the device type's ``-net nic``)."""
+    extra_options: tuple[str, ...]
+    sdcard_arg: str
+
+
+QEMU_WIRING = {
+    # the console is the second UART (ttymxc1); -drive if=sd does not reach the uSDHC
+    "sabrelite": QemuWiring(
+        arch="arm", cpu="cortex-a9", nic="model=imx.enet",
+        extra_options=("-smp 4", "-serial null", "-serial mon:stdio", "-no-reboot"),
+        sdcard_arg="-drive if=none,id=sd,file={sdcard},format=raw -device sd-card,drive=sd"),
+    # multi-threaded TCG (4 vCPUs on few host cores) boots slowly and times out; the board
+    # has no on-board NIC (the network scenarios do not run on LAVA anyway)
+    "raspi3b": QemuWiring(
+        arch="arm64", cpu="cortex-a53", nic="model=usb-net",
+        extra_options=("-accel tcg,thread=single", "-serial mon:stdio", "-no-reboot"),
+        sdcard_arg="-drive if=sd,file={sdcard},format=raw"),
+}
+
+
+@attr.frozen
+class BootSource:
+    """Where the job's boot files are and what the image's command line is."""
+
+    urls: Mapping[str, str | None]
+    """kernel, dtb, ramdisk, and sdcard (QEMU only; None: no SD card)."""
+    cmdline: str
+    """The image's kernel command line (its extlinux.conf APPEND)."""
+
+
+@attr.frozen
+class BootFiles:
+    folder: Path
+    kernel: str
+    dtb: str
+    ramdisk: str
+    cmdline: str
+    manifest: Mapping[str, Any]
+
+
+def boot_files(image_dir: Path, out: Path) -> BootFiles:
+    """The kernel, device tree and initramfs of the image in ``image_dir`` (sdcard.img and
+    manifest.json of ``rtlab image build``), read from its card as U-Boot reads them, into
+    ``out`` under the names LAVA wants."""
+    manifest = read_image_manifest(image_dir / "manifest.json")
+    model = board_model(manifest["board"])
+    sd = image_dir / "sdcard.img"
+    if not sd.is_file():
+        raise FileNotFoundError(f"{sd}: no SD image (rtlab image build?)")
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out, prefix=".boot-") as tmp:
+        boot = read_boot_config(sd, Path(tmp))
+        if boot.initrd is None:
+            raise ValueError(f"{sd}: its extlinux.conf names no INITRD, and the LAVA jobs "
+                             "boot the initramfs as the root file system")
+        names = (model.kernel_image, PurePosixPath(model.dtb).name, RAMDISK)
+        for source, name in zip((boot.kernel, boot.dtb, boot.initrd), names, strict=True):
+            shutil.copyfile(source, out / name)
+    return BootFiles(out, *names, cmdline=boot.append, manifest=manifest)
+
+
+def local_source(files: BootFiles, sd_image: Path | None) -> BootSource:
+    """file:// URLs of boot files on this machine (lava-run here, or a worker that shares
+    the folder)."""
+    def url(path: Path) -> str:
+        return path.resolve().as_uri()
+    return BootSource(urls={"kernel": url(files.folder / files.kernel),
+                            "dtb": url(files.folder / files.dtb),
+                            "ramdisk": url(files.folder / files.ramdisk),
+                            "sdcard": url(sd_image) if sd_image is not None else None},
+                      cmdline=files.cmdline)
+
+
+def served_source(files: BootFiles, base_url: str) -> BootSource:
+    """URLs under ``base_url``, where the files of ``rtlab lava boot-files`` are served."""
+    base = base_url.rstrip("/")
+    return BootSource(urls={"kernel": f"{base}/{files.kernel}", "dtb": f"{base}/{files.dtb}",
+                            "ramdisk": f"{base}/{files.ramdisk}", "sdcard": None},
+                      cmdline=files.cmdline)
+
+
+@attr.frozen
+class Timeouts:
+    """Minutes, as LAVA wants them."""
+
+    deploy: int
+    boot: int
+    test: int
+    quiet: int
+    job: int
+    action: int = 10
+    connection: int = 5
+
+
+def timeouts_for(plan: Plan) -> Timeouts:
+    """Generous limits from the plan: a window's start under load may take what a labgrid
+    run allows a loaded shell (LOADED_SHELL_TIMEOUT_S), the end as long again; printing the
+    evidence is seconds."""
+    def minutes(seconds: float) -> int:
+        return max(1, math.ceil(seconds / 60))
+    per_case = plan.duration_s + LOAD_MARGIN_S + 2 * LOADED_SHELL_TIMEOUT_S
+    measured = sum(1 for case in plan.cases if case.skip is None)
+    test = minutes(per_case * measured + 120)
+    deploy, boot = 10, 5
+    return Timeouts(deploy=deploy, boot=boot, test=test, quiet=minutes(per_case),
+                    job=deploy + boot + test + 5)
+
+
+def kernel_args(board_tag: str, cmdline: str) -> str:
+    """The kernel command line of the job: the image's, plus what the emulator needs on a
+    virtual board (the vlab adds the same); a physical device type names the console
+    itself, so the image's console= is left to it."""
+    model = board_model(board_tag)
+    if is_virtual(board_tag):
+        return " ".join([cmdline, *model.qemu_append]).strip()
+    return " ".join(word for word in cmdline.split() if not word.startswith("console="))
+
+
+def template_for(board_tag: str) -> str:
+    if is_virtual(board_tag):
+        return QEMU_TEMPLATE
+    return PHYSICAL_TEMPLATES[board_model(board_tag).name]
+
+
+def render_job(plan: Plan, source: BootSource, *, job_name: str | None = None,
+               priority: str = "medium", folder: Path = templates.JOBS_DIR) -> str:
+    """The job's YAML text. Raises :class:`rtlab.lava.templates.TemplateError` naming the
+    template when it cannot be rendered or does not carry what went in."""
+    model = board_model(plan.board)
+    steps = board.test_steps(board.board_files(plan))
+    name = template_for(plan.board)
+    values: dict[str, Any] = {
+        "job_name": job_name or f"rtlab {plan.board} {plan.flavour} "
+                                f"{plan.image.get('image_id') or ''}".strip(),
+        "priority": priority, "plan": plan, "plan_key": METADATA_KEY,
+        "plan_json": plan.to_json(), "timeouts": timeouts_for(plan), "login": LOGIN,
+        "urls": dict(source.urls), "kernel_args": kernel_args(plan.board, source.cmdline),
+        "test": {"name": TEST_NAME, "steps": steps,
+                 "description": f"rtlab latency suite: {len(plan.cases)} case(s) of "
+                                f"{plan.duration_s} s on {plan.board} ({plan.flavour})"},
+    }
+    if is_virtual(plan.board):
+        wiring = QEMU_WIRING[model.qemu_machine]
+        values["qemu"] = {"arch": wiring.arch, "cpu": wiring.cpu, "machine": model.qemu_machine,
+                          "memory_mb": model.memory_mb, "nic": wiring.nic,
+                          "extra_options": list(wiring.extra_options),
+                          "sdcard_arg": wiring.sdcard_arg}
+    text = templates.render(name, folder, **values)
+    _check_rendered(text, name, folder, steps, values["plan_json"])
+    return text
+
+
+def _check_rendered(text: str, name: str, folder: Path, steps: list[str],
+                    plan_json: str) -> None:
+    where = f"{folder / name} (rendered)"
+    try:
+        job = YAML(typ="safe").load(text)
+    except YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        line = f"{mark.line + 1}" if mark is not None else "?"
+        raise templates.TemplateError(f"{where}:{line}: not YAML: "
+                                      f"{getattr(error, 'problem', error)}") from None
+    try:
+        test = next(a["test"] for a in job["actions"] if "test" in a)
+        rendered = test["definitions"][0]["repository"]["run"]["steps"]
+        kept = job["metadata"][METADATA_KEY]
+    except (KeyError, TypeError, IndexError, StopIteration) as error:
+        raise templates.TemplateError(f"{where}: no test definition steps or plan metadata "
+                                      f"({error})") from None
+    if rendered != steps:
+        raise templates.TemplateError(f"{where}: the test steps do not read back as rtlab "
+                                      "wrote them (quoting or indentation of the template)")
+    if kept != plan_json:
+        raise templates.TemplateError(f"{where}: metadata {METADATA_KEY} does not read back "
+                                      "as the plan")

@@ -1,0 +1,69 @@
+"""A rendered QEMU job run by Debian's lava-run (lava-dispatcher) against the virtual i.MX6Q
+with its PREEMPT_RT image: LAVA boots it, its test shell runs rtlab's scripts, and the
+job's log becomes result records judged by thresholds.yaml. About 50 s: two cases of 3 s
+of cyclictest, one of them under a CPU load, one skipped as on labgrid, and signaltest."""
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from rtlab.cli import main
+from rtlab.lava.joblog import read_log
+from rtlab.results import read_record
+
+pytestmark = pytest.mark.lava
+
+
+@pytest.fixture(scope="module")
+def lava_run():
+    if shutil.which("lava-run") is None:
+        pytest.fail("lava-run is missing: scripts/bootstrap.sh packages installs Debian's "
+                    "lava-dispatcher")
+    if os.geteuid() != 0:
+        pytest.skip("lava-run runs as root only")
+
+
+def test_a_qemu_job_run_by_lava_run_yields_judged_records(lava_run, image, tmp_path):
+    image("imx6q", "rt")
+    job = tmp_path / "job.yaml"
+    assert main(["lava", "render", "--board", "qemu-imx6q", "--flavour", "rt",
+                 "--scenarios", "idle,cpu50,network", "--intervals", "1000",
+                 "--rt-tests", "signaltest",
+                 "--duration", "3", "--out", str(job)]) == 0
+    assert main(["lava", "validate", str(job)]) == 0
+    out = tmp_path / "run"
+    code = main(["lava", "local", str(job), "--out", str(out), "--timeout", "420"])
+
+    # lava-run's log: YAML flow mappings (not all of them JSON), one per line
+    log = read_log((out / "lava-job.log").read_text(), "lava-job.log")
+    assert log.job_result == {"definition": "lava", "case": "job", "result": "pass"}
+    assert log.unreadable == ()
+    records = {r["scenario"]: r for r in map(read_record, (out / "results").glob("*.json"))}
+    assert set(records) == {"idle", "cpu50", "network", "signaltest"}
+    for scenario in ("idle", "cpu50"):
+        record = records[scenario]
+        # judged by the gate (the emulated figures may or may not pass it), never an error
+        assert record["verdict"] in ("pass", "fail"), record["message"]
+        assert record["thresholds"]["max_us"]["source"].startswith("thresholds.yaml:")
+        assert len(record["cpus"]) == 4 and all(c["samples"] > 0 for c in record["cpus"])
+        assert record["system"]["realtime"] is True
+        assert record["system"]["kernel_release"].endswith("-rt-armmp")
+        assert record["lava"]["job_result"]["result"] == "pass"
+    assert records["cpu50"]["load_check"]["loads"] == {"cpu": {"percent": 50}}
+    assert records["network"]["verdict"] == "skipped"
+    assert records["signaltest"]["verdict"] in ("pass", "fail"), records["signaltest"]
+    assert records["signaltest"]["threads"][0]["samples"] > 0
+    assert code == (0 if all(r["verdict"] != "fail" for r in records.values()) else 1)
+
+    # the serial line was quiet while each window was open: nothing between a case's start
+    # and its evidence
+    target = [line.text for line in log.target]
+    for name in ("idle-1000us", "cpu50-1000us", "signaltest"):
+        begin = target.index(f"rtlab-lava:case-start {name}")
+        assert target[begin + 1].startswith(f"rtlab-lava:file {name} ")
+    # lava-run took QEMU down with it
+    left = subprocess.run(["pgrep", "-f", f"{out}/lava-run"], capture_output=True, text=True,
+                          check=False).stdout
+    assert left == ""
