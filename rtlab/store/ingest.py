@@ -136,7 +136,7 @@ def ingest(session: Session, records: Iterable[Mapping[str, Any]],
     back): :func:`rtlab.store.ingest_paths` does both."""
     now = datetime.datetime.now(datetime.UTC)
     records = list(records)
-    added, already, runs = _add(session, records, now)
+    added, already, swapped, runs = _add(session, records, now)
     from_junit: list[dict[str, Any]] = []
     told = 0
     for suite in junit:
@@ -150,35 +150,47 @@ def ingest(session: Session, records: Iterable[Mapping[str, Any]],
                 already += 1
             else:
                 told += 1
-    junit_added, junit_already, junit_runs = _add(session, from_junit, now)
+    junit_added, junit_already, _, junit_runs = _add(session, from_junit, now)
     # last: SQLite gives a new row the id of a row deleted before it in the transaction,
     # which the session still holds as deleted
-    replaced = _drop_stand_ins(session, records)
+    replaced = swapped + _drop_stand_ins(session, records)
     return IngestReport(added + junit_added, already + junit_already,
                         tuple(dict.fromkeys(runs + junit_runs)), junit_added, told, replaced)
 
 
 def _add(session: Session, records: Iterable[Mapping[str, Any]],
-         now: datetime.datetime) -> tuple[int, int, tuple[str, ...]]:
+         now: datetime.datetime) -> tuple[int, int, int, tuple[str, ...]]:
+    """Add the records' cases the store does not hold: (added, already stored, stand-ins
+    replaced, run keys)."""
     by_run: dict[str, list[Mapping[str, Any]]] = {}
     for record in records:
         by_run.setdefault(run_key(record), []).append(record)
-    added = already = 0
+    added = already = replaced = 0
     for key, run_records in by_run.items():
         run = session.scalars(select(Run).where(Run.run_key == key)).one_or_none()
         if run is None:
             run = _new_run(key, run_records, now)
             session.add(run)
-            stored: set[tuple[str, datetime.datetime]] = set()
+            stored: dict[tuple[str, datetime.datetime], Case | None] = {}
         else:
-            stored = {(name, _utc(started)) for name, started in session.execute(
-                select(Case.name, Case.started).where(Case.run_id == run.id))}
+            stored = {(case.name, _utc(case.started)): case for case in run.cases}
         for record in run_records:
-            identity = (_name(record), _time(record["started"]))
+            started = _time(record["started"])
+            identity = (_name(record), started)
             if identity in stored:
-                already += 1
-                continue
-            stored.add(identity)
+                held = stored[identity]
+                # the stand-in JUnit gave this very case (same run, name and start: a
+                # runner that builds its JUnit from its records) goes, and the record
+                # comes in; anything else with that identity is this record, stored before
+                if (held is None or record.get("source") == JUNIT_SOURCE
+                        or not _stands_in_for(held.record, record, started)):
+                    already += 1
+                    continue
+                run.cases.remove(held)
+                # the delete first: the new case has the identity the table keeps unique
+                session.flush()
+                replaced += 1
+            stored[identity] = None
             run.cases.append(_case(record, run))
             added += 1
         starts = [_time(r["started"]) for r in run_records]
@@ -187,7 +199,7 @@ def _add(session: Session, records: Iterable[Mapping[str, Any]],
         if ends:
             run.finished = max([_utc(run.finished), *ends]) if run.finished else max(ends)
     session.flush()
-    return added, already, tuple(by_run)
+    return added, already, replaced, tuple(by_run)
 
 
 _SECOND = datetime.timedelta(seconds=1)

@@ -86,6 +86,32 @@ def test_records_that_come_after_their_junit_replace_its_cases(store):
     assert (again.added, again.replaced, again.junit_with_record) == (0, 0, 4)
 
 
+def test_a_record_that_shares_its_stand_ins_run_name_and_start_replaces_it(store, tmp_path):
+    # JUnit that names the records' run and starts with the first record (a runner that
+    # builds its JUnit from its records does): the stand-in of the first case has that
+    # record's very identity in the store, and the record must still come in, not count
+    # as stored already while its stand-in is dropped
+    text = RUN_JUNIT.read_text().replace(
+        'timestamp="2026-11-23T14:28:15.233980+00:00"',
+        'timestamp="2026-11-23T14:28:15.277137+00:00"', 1).replace(
+        "<properties>", f'<properties><property name="run_id" value="{RECORDS_RUN}" />', 1)
+    junit = tmp_path / RUN_JUNIT.name
+    junit.write_text(text)
+    first = ingest_paths(store, [junit])
+    assert (first.added, first.from_junit) == (4, 4)
+    assert {case.run.run_key for case in stored(store).values()} == {RECORDS_RUN}
+
+    then = ingest_paths(store, [RECORDS])
+    assert (then.added, then.already_stored, then.replaced) == (4, 0, 4)
+    cases = stored(store)
+    assert len(cases) == 4
+    assert {case.record.get("source") for case in cases.values()} == {None}
+    assert count(store, Run) == 1
+    again = ingest_paths(store, [RECORDS, junit])
+    assert (again.added, again.replaced) == (0, 0)
+    assert len(stored(store)) == 4
+
+
 def test_cases_without_records_come_from_junit(store):
     report = ingest_paths(store, [RECORDS, XUNIT1])
     assert (report.added, report.from_junit, report.junit_with_record) == (9, 5, 1)
