@@ -6,6 +6,7 @@
 - :mod:`.validate` jobs against LAVA's own schema (Debian's lava-common), file:line errors
 - :mod:`.joblog`   a finished job's log: the board's output, LAVA's results and status
 - :mod:`.records`  log + plan → result records judged by thresholds.yaml (rtlab.suite)
+- :mod:`.junit`    the records as JUnit XML, as the labgrid path's pytest writes it
 - :mod:`.server`   submit and fetch through lavacli
 - :mod:`.local`    a QEMU job run here with Debian's lava-run
 - :mod:`.cli`      ``rtlab lava …``

@@ -1,11 +1,14 @@
 """``rtlab lava …``: render, validate, submit and fetch LAVA jobs, run a QEMU job here with
-lava-run, and turn a finished job's log into result records."""
+lava-run, and turn a finished job's log into result records and their JUnit report."""
 
 import argparse
+import io
 import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from ruamel.yaml import YAML
 
 from .. import paths
 
@@ -113,16 +116,24 @@ def _thresholds(args: argparse.Namespace) -> "Thresholds":
 def _judge(args: argparse.Namespace, definition: str, definition_source: str, log_text: str,
            log_source: str, job: "LavaJob") -> int:
     from .joblog import read_log
+    from .junit import default_path, job_junit, write_junit
     from .plan import plan_of_job
     from .records import exit_code, job_records, summary, write_records
 
+    # GitLab's test report, as `rtlab run` leaves one; built from the records once written
+    junit = Path(args.junit) if args.junit else default_path(Path(args.out), job)
+    if junit.is_dir():
+        # refused before any record is written, not after
+        raise ValueError(f"--junit {junit}: is a folder; give the report's file name")
     plan = plan_of_job(definition, definition_source)
     thresholds = _thresholds(args)
     log = read_log(log_text, log_source)
     records = job_records(plan, log, job, thresholds)
     written = write_records(Path(args.out) / "results", records)
+    write_junit(junit, job_junit(plan, log, job, records, written))
     print(summary(records))
-    print(f"{len(written)} record(s) in {Path(args.out) / 'results'}; LAVA: {log.status()}")
+    print(f"{len(written)} record(s) in {Path(args.out) / 'results'}; JUnit: {junit}; "
+          f"LAVA: {log.status()}")
     return exit_code(records)
 
 
@@ -135,7 +146,11 @@ def _fetch(args: argparse.Namespace) -> int:
     got = fetch(server, args.job_id, wait_s=args.wait)
     folder = Path(args.out) / f"job-{args.job_id}"
     write_atomic(folder / "definition.yaml", got.definition)
-    write_atomic(folder / "details.json", json.dumps(got.details, indent=2, default=str) + "\n")
+    # YAML, as lavacli shows a job, and no .json: `rtlab results ingest out/lava` reads
+    # every .json below it as a result record
+    details = io.StringIO()
+    YAML(typ="safe", pure=True).dump(json.loads(json.dumps(got.details, default=str)), details)
+    write_atomic(folder / "details.yaml", details.getvalue())
     write_atomic(folder / "log.yaml", got.log)
     job = LavaJob(job_id=args.job_id, server=server.host,
                   device=got.details.get("device"), device_type=got.details.get("device_type"),
@@ -168,8 +183,10 @@ def _local(args: argparse.Namespace) -> int:
 
 def _judging_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("--out", default=str(DEFAULT_OUT),
-                         help="folder; the result records go to OUT/results "
-                              f"(default: {DEFAULT_OUT})")
+                         help="folder; the result records go to OUT/results, their JUnit "
+                              f"to OUT/junit-lava-JOB_ID.xml (default: {DEFAULT_OUT})")
+    command.add_argument("--junit", metavar="FILE",
+                         help="the JUnit report (default: OUT/junit-lava-JOB_ID.xml)")
     command.add_argument("--suite", help="suite file (default: the repository's suite.yaml)")
     command.add_argument("--thresholds", help="thresholds file (default: thresholds.yaml)")
 
@@ -221,7 +238,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     submit.set_defaults(func=_submit)
 
     fetching = actions.add_parser("fetch", help="a finished job's definition and log, and "
-                                                "its result records")
+                                                "its result records and JUnit")
     fetching.add_argument("job_id", metavar="JOB_ID")
     fetching.add_argument("--wait", type=int, nargs="?", const=0, default=None,
                           metavar="SECONDS", help="wait for the job to end first (at most "
@@ -229,8 +246,9 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     _judging_options(fetching)
     fetching.set_defaults(func=_fetch)
 
-    records = actions.add_parser("records", help="result records from a job's log at hand "
-                                                 "(lava-run's, or a server's raw log)")
+    records = actions.add_parser("records", help="result records and JUnit from a job's log "
+                                                 "at hand (lava-run's, or a server's raw "
+                                                 "log)")
     records.add_argument("--job", required=True, help="the job file (it carries the plan)")
     records.add_argument("--log", required=True, help="the job's log")
     records.add_argument("--job-id", help="the job's id (default: the log's file name)")
@@ -240,7 +258,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     records.set_defaults(func=_records)
 
     local = actions.add_parser("local", help="run a QEMU job here with Debian's lava-run "
-                                             "(root), then its result records")
+                                             "(root), then its result records and JUnit")
     local.add_argument("job", metavar="JOB", help="a rendered QEMU job (--board qemu-…)")
     local.add_argument("--timeout", type=float, default=None,
                        help="seconds before the run is cancelled (default: the job's own)")

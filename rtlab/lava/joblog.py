@@ -7,6 +7,9 @@ results, the job's own result, and the blocks of evidence rtlab's driver printed
 (jobs/board/suite.sh.j2), each decoded and checked against the size and SHA-256 the board
 gave. Nothing is guessed: a block that does not decode to what the board announced is
 garbled, and the case it belongs to is then an error.
+
+Every line is kept as well, for the excerpt of the log a case's JUnit test case shows
+(:meth:`JobLog.excerpt`): its own part of the log, the evidence blocks in it shortened.
 """
 
 import base64
@@ -15,6 +18,7 @@ import datetime
 import gzip
 import hashlib
 import io
+import json
 import re
 import tarfile
 import zlib
@@ -29,6 +33,9 @@ from .board import PREFIX
 
 _BASE64 = re.compile(r"^[A-Za-z0-9+/]+={0,2}$")
 _YAML = YAML(typ="safe", pure=False)
+# an excerpt shows at most this much of one log entry (LAVA's result of the test shell
+# carries every step of the job)
+EXCERPT_LINE_CHARS = 500
 
 
 class LavaLogError(ValueError):
@@ -41,6 +48,25 @@ class TargetLine:
     """The line of the log file."""
     when: datetime.datetime | None
     text: str
+
+
+@attr.frozen
+class LogLine:
+    """One line of the log file, whatever it holds."""
+
+    number: int
+    when: datetime.datetime | None
+    level: str | None
+    """LAVA's level (target, info, debug, results, …); None: the line is no log entry."""
+    text: str
+
+    def show(self) -> str:
+        """The line as an excerpt shows it: line number, time, level, message."""
+        when = self.when.strftime("%H:%M:%S.%f")[:-3] if self.when else "--:--:--.---"
+        text = self.text.rstrip("\n")
+        if len(text) > EXCERPT_LINE_CHARS:
+            text = text[:EXCERPT_LINE_CHARS] + f"… ({len(text)} characters)"
+        return f"{self.number:>6} {when} {self.level or 'unreadable':<7} {text}"
 
 
 @attr.define
@@ -84,6 +110,10 @@ class Evidence:
     skipped: frozenset[str]
     suite_started: bool
     suite_ended: bool
+    spans: Mapping[str, tuple[int, int | None]] = attr.field(factory=dict)
+    """Each case's part of the log: the lines of its case-start (or case-skip) marker and
+    of its case-end marker (a skip: the line before the next marker), as line numbers of
+    the log file; None: the log ends before the case did."""
 
 
 @attr.frozen
@@ -100,6 +130,8 @@ class JobLog:
     """Lines that are not log entries (a cut-off last line, say)."""
     errors: tuple[str, ...]
     """LAVA's error and exception messages, in order."""
+    lines: tuple[LogLine, ...] = ()
+    """Every line of the log, entries and unreadable ones."""
 
     @property
     def complete(self) -> bool:
@@ -118,6 +150,39 @@ class JobLog:
     def evidence(self) -> Evidence:
         return _evidence(self.target)
 
+    def excerpt(self, first: int, last: int | None = None) -> list[str]:
+        """Lines ``first`` to ``last`` of the log file (None: to its end) as a reader wants
+        them: each entry on its line, and the base64 of an evidence block, which says
+        nothing to a reader and is checked by the records, as one line that counts it. A
+        line inside a block that is not base64 (kernel noise, say) is shown: it is why
+        the block is garbled."""
+        shown: list[str] = []
+        block: str | None = None
+        run = 0
+
+        def flush() -> None:
+            nonlocal run
+            if run:
+                shown.append(f"{'':>6} {'':12} {'':<7} [{run} line(s) of base64: {block}]")
+            run = 0
+
+        for line in self.lines:
+            if line.number < first or (last is not None and line.number > last):
+                continue
+            text = line.text.strip()
+            if line.level == "target" and text.startswith(PREFIX):
+                flush()
+                word, _, rest = text.removeprefix(PREFIX).partition(" ")
+                block = " ".join(rest.split()[:2]) if word == "file" else None
+            elif block is not None and line.level == "target" and _BASE64.match(text):
+                run += 1
+                continue
+            else:
+                flush()
+            shown.append(line.show())
+        flush()
+        return shown
+
 
 def _when(text: object) -> datetime.datetime | None:
     if not isinstance(text, str):
@@ -134,6 +199,7 @@ def read_log(text: str, source: str) -> JobLog:
     """Parse a job log. A line that is no log entry is kept as unreadable (a log cut off
     mid-line ends so); a text without a single entry is refused."""
     target: list[TargetLine] = []
+    lines: list[LogLine] = []
     results: list[Mapping[str, Any]] = []
     errors: list[str] = []
     unreadable: list[int] = []
@@ -152,12 +218,15 @@ def read_log(text: str, source: str) -> JobLog:
             entry = None
         if not isinstance(entry, dict) or "lvl" not in entry or "msg" not in entry:
             unreadable.append(number)
+            lines.append(LogLine(number, None, None, line))
             continue
         entries += 1
         when = _when(entry.get("dt"))
         first = first or when
         last = when or last
         level, message = entry["lvl"], entry["msg"]
+        lines.append(LogLine(number, when, str(level), message if isinstance(message, str)
+                             else json.dumps(message, default=str, ensure_ascii=False)))
         if level == "target" and isinstance(message, str):
             target.append(TargetLine(number, when, message))
         elif level == "results" and isinstance(message, dict):
@@ -170,7 +239,7 @@ def read_log(text: str, source: str) -> JobLog:
         raise LavaLogError(f"{source}: not a LAVA job log (no line of it is a log entry"
                            + (f"; line {unreadable[0]} is not" if unreadable else "") + ")")
     return JobLog(source, tuple(target), tuple(results), job_result, first, last,
-                  tuple(unreadable), tuple(errors))
+                  tuple(unreadable), tuple(errors), tuple(lines))
 
 
 def _evidence(lines: tuple[TargetLine, ...]) -> Evidence:
@@ -180,6 +249,9 @@ def _evidence(lines: tuple[TargetLine, ...]) -> Evidence:
     started: dict[str, datetime.datetime | None] = {}
     ended: dict[str, datetime.datetime | None] = {}
     skipped: set[str] = set()
+    spans: dict[str, tuple[int, int | None]] = {}
+    # a skip's part of the log ends where the next marker begins
+    open_skip: str | None = None
     suite = {"start": False, "end": False}
     block: Block | None = None
 
@@ -212,6 +284,9 @@ def _evidence(lines: tuple[TargetLine, ...]) -> Evidence:
             continue
         # any other marker ends a block that was still open: it lost its end
         close("has no end marker (cut off)")
+        if open_skip is not None:
+            spans[open_skip] = (spans[open_skip][0], line.number - 1)
+            open_skip = None
         if word == "file" and len(fields) == 4 and fields[2].isdigit():
             owner, name, size, digest = fields
             block = Block(owner, name, int(size), digest, line.number)
@@ -219,10 +294,15 @@ def _evidence(lines: tuple[TargetLine, ...]) -> Evidence:
             missing.setdefault(fields[0], set()).add(fields[1])
         elif word == "case-start" and fields:
             started[fields[0]] = line.when
+            spans[fields[0]] = (line.number, None)
         elif word == "case-end" and fields:
             ended[fields[0]] = line.when
+            if fields[0] in spans:
+                spans[fields[0]] = (spans[fields[0]][0], line.number)
         elif word == "case-skip" and fields:
             skipped.add(fields[0])
+            spans[fields[0]] = (line.number, None)
+            open_skip = fields[0]
         elif word == "suite-start":
             suite["start"] = True
         elif word == "suite-end":
@@ -230,7 +310,7 @@ def _evidence(lines: tuple[TargetLine, ...]) -> Evidence:
     close("has no end marker (the log ends inside it)")
     return Evidence(files=files, missing={k: frozenset(v) for k, v in missing.items()},
                     garbled=garbled, started=started, ended=ended, skipped=frozenset(skipped),
-                    suite_started=suite["start"], suite_ended=suite["end"])
+                    suite_started=suite["start"], suite_ended=suite["end"], spans=spans)
 
 
 ARCHIVE = "evidence.tar"

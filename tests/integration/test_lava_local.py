@@ -1,17 +1,21 @@
 """A rendered QEMU job run by Debian's lava-run (lava-dispatcher) against the virtual i.MX6Q
 with its PREEMPT_RT image: LAVA boots it, its test shell runs rtlab's scripts, and the
-job's log becomes result records judged by thresholds.yaml. About 50 s: two cases of 3 s
-of cyclictest, one of them under a CPU load, one skipped as on labgrid, and signaltest."""
+job's log becomes result records judged by thresholds.yaml, and their JUnit report. About
+50 s: two cases of 3 s of cyclictest, one of them under a CPU load, one skipped as on
+labgrid, and signaltest."""
 
 import os
 import shutil
 import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
 from rtlab.cli import main
 from rtlab.lava.joblog import read_log
 from rtlab.results import read_record
+from rtlab.store import ingest_paths, open_store
 
 pytestmark = pytest.mark.lava
 
@@ -56,6 +60,37 @@ def test_a_qemu_job_run_by_lava_run_yields_judged_records(lava_run, image, tmp_p
     assert records["signaltest"]["verdict"] in ("pass", "fail"), records["signaltest"]
     assert records["signaltest"]["threads"][0]["samples"] > 0
     assert code == (0 if all(r["verdict"] != "fail" for r in records.values()) else 1)
+
+    # the JUnit beside the records: a test case per case, named and judged as its record
+    junit, = out.glob("junit-lava-*.xml")
+    suite = ET.parse(junit).getroot().find("testsuite")
+    cases = {case.get("name"): case for case in suite.iter("testcase")}
+    assert set(cases) == {r["name"] for r in records.values()}
+    assert suite.get("tests") == "4" and suite.get("skipped") == "1"
+    tags = {"pass": None, "fail": "failure", "error": "error", "skipped": "skipped"}
+    for record in records.values():
+        case = cases[record["name"]]
+        outcome = [child for child in case if child.tag in ("failure", "error", "skipped")]
+        expected = tags[record["verdict"]]
+        assert [child.tag for child in outcome] == ([expected] if expected else [])
+        if outcome:
+            assert record["message"].startswith(outcome[0].get("message"))
+        figures = {p.get("name"): p.get("value") for p in case.find("properties")}
+        assert read_record(Path(figures["result_record"]))["name"] == record["name"]
+        if record["scenario"] in ("idle", "cpu50"):
+            assert case.get("classname") == "tests.target.test_latency"
+            assert {f"cpu{n}_max_us" for n in range(4)} <= set(figures)
+            # the case's own part of lava-run's log, from its start to its end
+            shown = case.find("system-out").text
+            name = f"{record['scenario']}-{record['interval_us']}us"
+            assert f"rtlab-lava:case-start {name}" in shown
+            assert f"rtlab-lava:case-end {name}" in shown
+    assert cases["qemu-imx6q/rt/signaltest"].get("classname") == "tests.target.test_rttests"
+    # the store takes records and JUnit together once, and nothing the second time
+    store = open_store(f"sqlite:///{tmp_path / 'results.db'}")
+    first = ingest_paths(store, [out / "results", junit])
+    assert (first.added, first.from_junit, first.junit_with_record) == (4, 0, 4)
+    assert ingest_paths(store, [out / "results", junit]).added == 0
 
     # the serial line was quiet while each window was open: nothing between a case's start
     # and its evidence

@@ -14,6 +14,7 @@ import shutil
 import stat
 import subprocess
 import tarfile
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -531,6 +532,12 @@ def test_fetch_reads_a_servers_job_and_judges_its_raw_log(tmp_path, monkeypatch)
     assert judged["cpu50"]["place"] == "qemu-07"
     assert judged["cpu50"]["run_id"] == "lava:lava.example.org:1234"
     assert judged["cpu50"]["lava"]["url"] == "https://lava.example.org/scheduler/job/1234"
+    # and their JUnit, named by the job (GitLab's reports: junit), the job's device its place
+    suite = ET.parse(out / "junit-lava-1234.xml").getroot().find("testsuite")
+    assert (suite.get("name"), suite.get("tests")) == ("lava-1234", "7")
+    facts = {p.get("name"): p.get("value") for p in suite.find("properties")}
+    assert facts["TARGET_MAIN_REMOTE"] == "qemu-07"
+    assert facts["lava_url"] == "https://lava.example.org/scheduler/job/1234"
     # a server that says the job did not complete overrides a log that looks finished
     answers[("jobs", "show")] = json.dumps({"state": "Finished", "health": "Canceled"})
     main(["lava", "fetch", "1234", "--out", str(tmp_path / "again"),
