@@ -76,9 +76,10 @@ def test_virtual_boards_are_milliseconds_and_say_so(repo):
         for flavour in ("std", "rt"):
             for load in ("idle", "cpu100"):
                 limits = repo.lookup(board, flavour, load, 1000)
-                # wide enough for host noise (168 ms seen under host load), still a gate
-                assert 100_000 < limits["max_us"].value <= 5_000_000
-                assert 1_000 <= limits["avg_us"].value <= 50_000
+                # wide enough for host noise (168 ms seen under host load, single stalls
+                # of an emulated CPU up to 7.88 s), still a gate
+                assert 8_000_000 < limits["max_us"].value <= 20_000_000
+                assert 1_000 <= limits["avg_us"].value <= 500_000
                 assert "test the path, not the kernel" in limits["max_us"].reason
         rt_reason = repo.lookup(board, "rt", "cpu100", 1000)["max_us"].reason
         assert "RT throttling" in rt_reason
