@@ -86,6 +86,10 @@ class Evidence:
     """Each progress line counted over the whole log: in a long window the end of the
     log shows only the last runs. Without one given, counted from ``log``."""
 
+    window_s: float = 0.0
+    """How long the measurement window lasted, for a load judged by its rate (0: not
+    known, and no rate is judged)."""
+
     @tally.default
     def _tally_of_the_log(self) -> Mapping[str, int]:
         return tally(self.log)
@@ -288,6 +292,11 @@ def snmp_counters(text: str, protocol: str) -> dict[str, int]:
         raise ValueError(f"{prefix} counters are not numbers: {values}") from None
 
 
+# ping -f sends 100 echo requests a second when replies are slow and as fast as they come
+# back otherwise: a flood below half that floor did not flood (emulated boards: 126-730/s)
+MIN_FLOOD_RATE_PER_S = 50
+
+
 @attr.frozen
 class NetworkLoad:
     """A ping flood from the board with large packets, and a TCP stream from the lab host
@@ -334,6 +343,11 @@ class NetworkLoad:
         if sent <= 0 or replies <= 0:
             raise LoadNotEffective(f"load not effective: the ping flood sent {sent} echo "
                                    f"requests and got {replies} replies")
+        if evidence.window_s > 0 and sent / evidence.window_s < MIN_FLOOD_RATE_PER_S:
+            raise LoadNotEffective(
+                f"load not effective: the ping flood sent {sent} echo requests in "
+                f"{evidence.window_s:g} s ({sent / evidence.window_s:.1f}/s), expected at "
+                f"least {MIN_FLOOD_RATE_PER_S}/s (ping -f sends 100/s even without replies)")
         if deltas["InSegs"] <= 0:
             raise LoadNotEffective("load not effective: no TCP segment of the host's stream "
                                    "reached the board during the window")

@@ -413,7 +413,7 @@ def _verify(parts: Sequence[LoadPart], evidence: Sequence[Evidence], utilisation
     facts: dict[str, Any] = {"cpu_utilisation": round(utilisation, 3), "loadavg": loadavg,
                              "loads": {}}
     for part, proof in zip(parts, evidence, strict=True):
-        facts["loads"][part.kind] = part.verify(proof)
+        facts["loads"][part.kind] = part.verify(attr.evolve(proof, window_s=float(duration_s)))
     if stream is not None:
         # the emulator's user network takes megabytes into its buffers whether the board
         # reads them or not: what reached the board is judged from its own counters too

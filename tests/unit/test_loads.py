@@ -258,11 +258,12 @@ STRESS_NG_RUNNING = "stress-ng: info:  [812] dispatching hogs: 4 cpu"
 
 
 def test_evidence_is_what_the_board_showed_and_no_cpu_time():
-    # a load's own CPU time is no evidence: on an emulated board it runs on another clock
+    # a load's own CPU time is no evidence: on an emulated board it runs on another clock;
+    # the window's length is the host's word, for rates
     assert [field.name for field in attr.fields(Evidence)] == [
-        "alive", "log", "probe", "probe_before", "tally"]
+        "alive", "log", "probe", "probe_before", "tally", "window_s"]
     assert Evidence(alive=True, log="") == Evidence(True, "", probe="", probe_before="",
-                                                    tally={})
+                                                    tally={}, window_s=0.0)
     # without a tally from the board, the given log is counted
     assert Evidence(alive=True, log="start\nrc=0\nstress-ng: info: x\nping-rc=0\nstart").tally == {
         "start": 2, "rc=0": 1}
@@ -491,6 +492,16 @@ def test_network_unprovable_load_is_not_effective(before, after, message):
     assert str(raised.value).startswith("load not effective: the network load cannot be "
                                         "proven: ")
     assert message in str(raised.value)
+
+
+def test_network_flood_is_judged_by_its_rate_over_the_window():
+    # 41234 echo requests: a flood over 10 minutes (68.7/s), not over 20 minutes (34.4/s)
+    assert NETWORK.verify(attr.evolve(RUNNING, window_s=600.0))["echo_requests"] == 41234
+    with pytest.raises(LoadNotEffective) as raised:
+        NETWORK.verify(attr.evolve(RUNNING, window_s=1200.0))
+    assert str(raised.value) == (
+        "load not effective: the ping flood sent 41234 echo requests in 1200 s (34.4/s), "
+        "expected at least 50/s (ping -f sends 100/s even without replies)")
 
 
 def test_network_without_echo_requests_is_not_effective():

@@ -1009,6 +1009,16 @@ def test_verify_disk_and_network_loads_need_no_utilisation(parts, evidence):
     assert set(facts["loads"]) == {part.kind for part in parts}
 
 
+def test_verify_judges_the_network_load_over_the_window():
+    evidence = [Evidence(True, "", probe=SNMP_END, probe_before=SNMP_START)]
+    parts = [NetworkLoad(1400, traffic=TRAFFIC)]
+    # SNMP_START..SNMP_END: 41234 echo requests, a flood in 10 minutes but not in an hour
+    assert _verify(parts, evidence, 0.0, LOADAVG, 4, 600, None)["loads"]["network"][
+        "echo_requests"] == 41234
+    with pytest.raises(LoadNotEffective, match=r"41234 echo requests in 3600 s \(11\.5/s\)"):
+        _verify(parts, evidence, 0.0, LOADAVG, 4, 3600, None)
+
+
 def test_verify_checks_the_load_evidence_before_the_utilisation():
     with pytest.raises(LoadNotEffective, match="hackbench failed"):
         _verify([HackbenchLoad(2, 10, 100, 512)], [Evidence(True, "start\nrc=1")], 0.1,
