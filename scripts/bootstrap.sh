@@ -1,10 +1,10 @@
 #!/bin/sh
 # The one idempotent set-up behind `make demo` and `make test` on Debian bookworm (root):
-# host packages (LAVA's: lava-common's job schema for `rtlab lava validate`, which the
-# system's python3 runs since it is no PyPI package, and lava-dispatcher's lava-run for
-# `rtlab lava local`), foreign-architecture package lists for the guest images, the Python venv,
-# the board images, the kernel build tools and the RT-patched kernel source, and the local
-# pipeline runner. Each step is skipped when already done; downloads are cached under
+# host packages (with lava-common, LAVA's job schema for `rtlab lava validate`, which the
+# system's python3 runs since it is no PyPI package), foreign-architecture package lists
+# for the guest images, the Python venv, the board images, the kernel build tools and the
+# RT-patched kernel source, LAVA's dispatcher (lava-run, for `rtlab lava local` and its
+# test) and the local pipeline runner. Each step is skipped when already done; downloads are cached under
 # .cache/ (git-ignored), so a second run downloads nothing.
 #
 #   scripts/bootstrap.sh                   every step
@@ -15,7 +15,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 
-ALL_STEPS="packages venv images kernel-tools kernel-source pipeline-tools"
+ALL_STEPS="packages venv images kernel-tools kernel-source lava-tools pipeline-tools"
 STEPS="${*:-$ALL_STEPS}"
 for step in $STEPS; do
     case " $ALL_STEPS " in
@@ -28,7 +28,7 @@ EXTRAS="${RTLAB_PIP_EXTRAS:-dev}"
 
 HOST_PACKAGES="qemu-system-arm bmap-tools socat cpio device-tree-compiler mtools dosfstools
 fdisk e2fsprogs xz-utils zstd binutils microcom telnet python3-venv iproute2 procps postgresql
-lava-common lava-dispatcher"
+lava-common"
 GUEST_ARCHES="armhf arm64"
 KERNEL_PACKAGES="gcc-arm-linux-gnueabihf gcc-aarch64-linux-gnu bc bison flex libssl-dev ccache
 u-boot-tools libelf-dev make gcc libc6-dev dpkg-dev patch xz-utils git"
@@ -116,6 +116,18 @@ if want kernel-source; then
     # (about 150 MB download, 1.5 GB unpacked; RTLAB_KERNEL_CACHE moves it)
     say "kernel source"
     .venv/bin/rtlab kernel source >/dev/null
+fi
+
+if want lava-tools; then
+    # lava-run, to run a rendered QEMU job here (rtlab lava local): about 200 packages
+    # (systemd, libguestfs, …) that only this machine's LAVA test needs, not the CI job
+    # image (docker/ci/Dockerfile), whose check stage validates jobs with lava-common alone
+    if ! dpkg-query -W -f='${Status}' lava-dispatcher 2>/dev/null | grep -q "install ok installed"; then
+        apt_update
+        say "installing (LAVA's lava-run): lava-dispatcher"
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get $APT_WAIT install -y -qq \
+            --no-install-recommends lava-dispatcher
+    fi
 fi
 
 if want pipeline-tools; then

@@ -58,7 +58,7 @@ def run_local(job_file: Path, out: Path, *, timeout_s: float | None = None) -> L
     ``out``/lava-job.log, its work files under ``out``/lava-run."""
     if shutil.which(LAVA_RUN) is None:
         raise FileNotFoundError(f"{LAVA_RUN} is not installed (Debian's lava-dispatcher: "
-                                "scripts/bootstrap.sh packages)")
+                                "scripts/bootstrap.sh lava-tools)")
     if os.geteuid() != 0:
         raise RuntimeError(f"{LAVA_RUN} runs as root only")
     job = YAML(typ="safe").load(job_file.read_text(encoding="utf-8"))

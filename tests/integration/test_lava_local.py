@@ -23,7 +23,7 @@ pytestmark = pytest.mark.lava
 @pytest.fixture(scope="module")
 def lava_run():
     if shutil.which("lava-run") is None:
-        pytest.fail("lava-run is missing: scripts/bootstrap.sh packages installs Debian's "
+        pytest.fail("lava-run is missing: scripts/bootstrap.sh lava-tools installs Debian's "
                     "lava-dispatcher")
     if os.geteuid() != 0:
         pytest.skip("lava-run runs as root only")
