@@ -1,7 +1,7 @@
 """The real .gitlab-ci.yml, run locally with gitlab-ci-local against the virtual rack, and
 the wall time of each stage.
 
-    .venv/bin/python bench/pipeline_times.py [--duration 3] [--keep DIR]
+    .venv/bin/python bench/pipeline_times.py [--duration 3] [--keep DIR] [--kernel POLICY]
 
 It makes a temporary clone of the working tree (tracked and not-ignored files committed on
 `main`, pushed to an `origin` whose default branch is `main`: gitlab-ci-local reads the
@@ -250,6 +250,7 @@ def format_table(run: PipelineRun) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     from rtlab import paths
+    from rtlab.kernel.provide import POLICIES
     from rtlab.vlab import control
     from rtlab.vlab.config import load_config
 
@@ -259,6 +260,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", help="make the clone here and keep it (default: a "
                                        "temporary folder, removed at the end)")
     parser.add_argument("--quiet", action="store_true", help="only the table")
+    parser.add_argument("--kernel", choices=POLICIES, default="debian",
+                        help="the build stage's RTLAB_KERNEL (default debian: Debian's "
+                             "kernels, minutes; build: all four board x flavour kernels "
+                             "compiled from kernel/, which is what a default-branch "
+                             "pipeline's auto does and takes most of an hour on 2 cores "
+                             "from a cold ccache)")
     args = parser.parse_args(argv)
 
     config = load_config(paths.default_vlab_config())
@@ -277,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pipeline clone: {work}", flush=True)
         variables = virtual_rack_variables(config.coordinator_address, tmp / "health",
                                            duration_s=args.duration)
+        variables["RTLAB_KERNEL"] = args.kernel
+        print(f"build stage: RTLAB_KERNEL={args.kernel}", flush=True)
         run = run_pipeline(work, variables, echo=None if args.quiet else print)
         print()
         print(format_table(run))
