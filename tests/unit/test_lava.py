@@ -30,10 +30,10 @@ from rtlab.results import read_record
 from rtlab.scenarios import load_suite
 from rtlab.store import ingest_paths, open_store
 from rtlab.thresholds import load_thresholds
+from tests.lava_log import LOG, file_start, garble_evidence, log_lines
 
 DATA = REPO_ROOT / "tests" / "data" / "lava"
 JOB = DATA / "qemu-imx6q-rt-job.yaml"
-LOG = DATA / "qemu-imx6q-rt-lava-run.log"
 MANIFEST = {"image_id": "0123456789abcdef", "board": "imx6q", "flavour": "rt",
             "kernel": {"release": "6.1.0-50-rt-armmp", "modules": ["a.ko"]},
             "sd_image": {"sha256": "ab" * 32}}
@@ -313,13 +313,9 @@ def test_a_limit_exceeded_is_a_fail_with_the_figure(tmp_path):
     assert judged["pi_stress"]["verdict"] == "pass"
 
 
-def lines_of(text):
-    return text.splitlines(keepends=True)
-
-
 def test_a_log_cut_off_mid_case_leaves_no_case_unjudged_and_none_passed(loose_gate):
-    lines = lines_of(LOG.read_text())
-    cut = next(i for i, line in enumerate(lines) if "rtlab-lava:file cpu50" in line) + 5
+    lines = log_lines()
+    cut = file_start(lines, "cpu50") + 5
     judged = judge("".join(lines[:cut]) + lines[cut][:30], loose_gate)
     assert judged["idle/1000us"]["verdict"] == "pass"
     cpu50 = judged["cpu50/1000us"]
@@ -331,13 +327,7 @@ def test_a_log_cut_off_mid_case_leaves_no_case_unjudged_and_none_passed(loose_ga
 
 
 def test_garbled_evidence_is_an_error(loose_gate):
-    lines = lines_of(LOG.read_text())
-    start = next(i for i, line in enumerate(lines) if "rtlab-lava:file cpu50" in line)
-    entry = json.loads(lines[start + 3])
-    entry["msg"] = entry["msg"][:10] + ("A" if entry["msg"][10] != "A" else "B") + entry[
-        "msg"][11:]
-    lines[start + 3] = json.dumps(entry) + "\n"
-    judged = judge("".join(lines), loose_gate)
+    judged = judge("".join(garble_evidence(log_lines())), loose_gate)
     assert judged["cpu50/1000us"]["verdict"] == "error"
     assert re.search(r"SHA-256 differs|does not decode|not a tar",
                      judged["cpu50/1000us"]["message"])
@@ -345,8 +335,8 @@ def test_garbled_evidence_is_an_error(loose_gate):
 
 
 def test_kernel_noise_inside_evidence_is_an_error(loose_gate):
-    lines = lines_of(LOG.read_text())
-    start = next(i for i, line in enumerate(lines) if "rtlab-lava:file idle" in line)
+    lines = log_lines()
+    start = file_start(lines, "idle")
     noise = json.dumps({"dt": "2026-11-25T02:41:53", "lvl": "target",
                         "msg": "[  12.3] BUG: soft lockup"}) + "\n"
     judged = judge("".join([*lines[:start + 2], noise, *lines[start + 2:]]), loose_gate)
@@ -355,7 +345,7 @@ def test_kernel_noise_inside_evidence_is_an_error(loose_gate):
 
 
 def test_an_infrastructure_failure_makes_every_case_an_error(loose_gate):
-    lines = lines_of(LOG.read_text())
+    lines = log_lines()
     boot = next(i for i, line in enumerate(lines) if "rtlab-lava:suite-start" in line) - 30
     failed = json.dumps({"dt": "2026-11-25T02:45:00", "lvl": "results", "msg": {
         "definition": "lava", "case": "job", "result": "fail",
@@ -369,7 +359,7 @@ def test_an_infrastructure_failure_makes_every_case_an_error(loose_gate):
 def rewrite_evidence(text, owner, change):
     """The log with ``owner``'s evidence archive changed by ``change(files)`` and encoded
     again as the board would have printed it (size and SHA-256 announced anew)."""
-    lines = lines_of(text)
+    lines = text.splitlines(keepends=True)
     start = next(i for i, line in enumerate(lines) if f"rtlab-lava:file {owner} " in line)
     end = next(i for i in range(start, len(lines)) if f"rtlab-lava:end {owner} " in lines[i])
     packed = base64.b64decode("".join(json.loads(line)["msg"] for line in lines[start + 1:end]))
@@ -503,7 +493,7 @@ def test_fetch_reads_a_servers_job_and_judges_its_raw_log(tmp_path, monkeypatch)
     entries as lava-run's, each a list item."""
     from rtlab.cli import main
 
-    raw_log = "".join(f"- {line}" for line in lines_of(LOG.read_text()))
+    raw_log = "".join(f"- {line}" for line in log_lines())
     answers = {
         ("jobs", "wait"): "",
         ("jobs", "show"): json.dumps({"id": 1234, "state": "Finished", "health": "Complete",
@@ -555,8 +545,8 @@ def test_a_physical_board_needs_the_url_its_worker_downloads_from(capsys):
 
 @pytest.mark.parametrize("field, why", [(4, "SHA-256 differs"), (3, "decodes to")])
 def test_evidence_that_is_not_what_the_board_announced_is_an_error(loose_gate, field, why):
-    lines = lines_of(LOG.read_text())
-    start = next(i for i, line in enumerate(lines) if "rtlab-lava:file idle" in line)
+    lines = log_lines()
+    start = file_start(lines, "idle")
     head = json.loads(lines[start])
     words = head["msg"].split()
     words[field] = "0" * 64 if field == 4 else str(int(words[3]) - 1)

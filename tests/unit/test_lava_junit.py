@@ -21,10 +21,10 @@ from rtlab.scenarios import load_suite
 from rtlab.store import ingest_paths, open_store
 from rtlab.store.junit import read_junit
 from rtlab.thresholds import load_thresholds
+from tests.lava_log import LOG, file_start, garble_evidence, log_lines
 
 DATA = REPO_ROOT / "tests" / "data"
 JOB = DATA / "lava" / "qemu-imx6q-rt-job.yaml"
-LOG = DATA / "lava" / "qemu-imx6q-rt-lava-run.log"
 # the JUnit of an `rtlab run` on the virtual i.MX6Q (pytest's xunit1)
 LABGRID_JUNIT = DATA / "junit" / "vlab-imx6q-rt" / "junit-imx6q-01.xml"
 # pytest's xunit1 of a stand-in for tests/target (tests/data/junit/README.md)
@@ -67,10 +67,6 @@ def verdict_of(case: ET.Element) -> tuple[str, str | None]:
 
 def properties_of(case: ET.Element) -> dict[str, str]:
     return {p.get("name"): p.get("value") for p in case.iter("property")}
-
-
-def lines_of(text):
-    return text.splitlines(keepends=True)
 
 
 def test_a_real_lava_run_gives_the_junit_the_labgrid_path_gives(tmp_path):
@@ -153,8 +149,8 @@ def test_a_limit_exceeded_is_a_failure_with_the_figure_limit_and_line(tmp_path):
 
 
 def test_a_log_cut_off_mid_case_gives_errors_never_passes(tmp_path):
-    lines = lines_of(LOG.read_text())
-    cut = next(i for i, line in enumerate(lines) if "rtlab-lava:file cpu50" in line) + 5
+    lines = log_lines()
+    cut = file_start(lines, "cpu50") + 5
     code, junit, written = lava_records(tmp_path, "".join(lines[:cut]) + lines[cut][:30])
     assert code == 1
     cases = cases_of(junit)
@@ -181,12 +177,8 @@ def test_a_log_cut_off_mid_case_gives_errors_never_passes(tmp_path):
 
 
 def test_garbled_evidence_and_a_failed_job_are_errors(tmp_path):
-    lines = lines_of(LOG.read_text())
-    start = next(i for i, line in enumerate(lines) if "rtlab-lava:file cpu50" in line)
-    entry = json.loads(lines[start + 3])
-    entry["msg"] = entry["msg"][:10] + ("A" if entry["msg"][10] != "A" else "B") + entry[
-        "msg"][11:]
-    garbled = [*lines[:start + 3], json.dumps(entry) + "\n", *lines[start + 4:]]
+    lines = log_lines()
+    garbled = garble_evidence(lines)
     (tmp_path / "garbled").mkdir()
     _, junit, _ = lava_records(tmp_path / "garbled", "".join(garbled))
     tag, message = verdict_of(cases_of(junit)["qemu-imx6q/rt/cpu50/1000us"])
@@ -233,8 +225,8 @@ def test_ingest_of_records_and_junit_adds_each_case_once(tmp_path):
 
 def test_special_characters_in_messages_and_log_lines_are_escaped(tmp_path):
     reason = "<b>rock & \"roll\"</b> 'it' \x1b[31m ☃ ]]> &amp;"
-    lines = lines_of(LOG.read_text())
-    start = next(i for i, line in enumerate(lines) if "rtlab-lava:file idle" in line)
+    lines = log_lines()
+    start = file_start(lines, "idle")
     noise = json.dumps({"dt": "2026-11-25T02:52:24.4", "lvl": "target",
                         "msg": "[ 12.3] BUG: <soft> lockup & \x1b[6n \x00 \"q\" ]]>"}) + "\n"
     log = "".join([*lines[:start + 2], noise, *lines[start + 2:]])
