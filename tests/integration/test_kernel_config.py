@@ -1,5 +1,6 @@
 """`rtlab kernel config` on the real kernel tree (the pinned, RT-patched Debian source the
-bootstrap prepares): the i.MX6Q preempt-rt configuration really gets PREEMPT_RT, and a
+bootstrap prepares): the i.MX6Q preempt-rt configuration really gets PREEMPT_RT, the Pi
+3's lean board fragment holds under the pipeline's flavours, and a
 fragment whose option cannot hold is refused with the line that asked for it and the
 dependency Kconfig says is unmet. Two make runs of a few seconds each; no compile."""
 
@@ -40,6 +41,23 @@ def test_imx6q_preempt_rt_gets_preempt_rt(tree, build_dir):
     names = [f.path.name for f in result.fragments]
     assert names[0] == "imx6q-lean.config" and names[1] == "preempt-rt.config"
     assert all(re.fullmatch(r"[0-9a-f]{64}", f.sha256) for f in result.fragments)
+
+
+def test_rpi3_lean_board_fragment_holds_under_every_pipeline_flavour(tree, tmp_path):
+    # the lean fragment's options must survive the flavours the pipeline builds (a dropped
+    # one is an error), and it must leave no module or foreign platform in the config
+    for flavour, model in (("preempt-rt", "PREEMPT_RT"), ("preempt-voluntary", "VOLUNTARY")):
+        result = configure(tree, tmp_path / flavour, spec.board("rpi3"), spec.flavour(flavour),
+                           progress=lambda message: None)
+        names = [f.path.name for f in result.fragments]
+        assert names[:2] == ["rpi3-lean.config", f"{flavour}.config"], names
+        text = result.config.read_text()
+        assert "# CONFIG_MODULES is not set" in text.splitlines()
+        assert re.search(r"^CONFIG_ARCH_BCM2835=y$", text, re.M)
+        assert not re.search(r"^CONFIG_ARCH_(TEGRA|QCOM|RENESAS|ROCKCHIP|MEDIATEK)=y$", text, re.M)
+        for driver in ("MMC_BCM2835", "BCM2835_WDT", "USB_DWC2", "USB_NET_CDCETHER"):
+            assert re.search(rf"^CONFIG_{driver}=y$", text, re.M), driver
+        assert result.preemption_model == model
 
 
 def test_an_unmet_dependency_is_an_error_with_its_reason(tree, build_dir, capsys):
