@@ -13,7 +13,8 @@ def log_lines() -> list[str]:
 
 
 def file_start(lines: list[str], case: str) -> int:
-    """The line where the log's evidence file of ``case`` begins."""
+    """The line where the first evidence file whose owner starts with ``case`` begins
+    (``cpu50`` finds ``cpu50-1000us``'s)."""
     return next(i for i, line in enumerate(lines) if f"rtlab-lava:file {case}" in line)
 
 

@@ -2,7 +2,7 @@
 bootstrap prepares): the i.MX6Q preempt-rt configuration really gets PREEMPT_RT, the Pi
 3's lean board fragment holds under the pipeline's flavours, and a
 fragment whose option cannot hold is refused with the line that asked for it and the
-dependency Kconfig says is unmet. Two make runs of a few seconds each; no compile."""
+dependency Kconfig says is unmet. A few make runs of seconds each; no compile."""
 
 import re
 from pathlib import Path
