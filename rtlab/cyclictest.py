@@ -94,6 +94,22 @@ def build_command(
     return argv
 
 
+def fifo_from_start(command: Sequence[str], priority: int) -> list[str]:
+    """``command`` started under SCHED_FIFO ``priority`` (util-linux's ``chrt``, which
+    execs it): its threads inherit the policy when they are created, so none of them is
+    ever an ordinary task that the loads can keep off its CPU.
+
+    Left alone, cyclictest and the other rt-tests start their threads at SCHED_OTHER and
+    each raises itself only once it first runs: until then a loaded CPU can hold it off,
+    and a thread that never got to run leaves a CPU without a wake-up, a failed case that
+    says nothing about the kernel. Starting them at nice -20 shortened that window; this
+    closes it."""
+    require_int("priority", priority, 1, 99)
+    if not command:
+        raise ValueError("command must not be empty")
+    return ["chrt", "-f", str(priority), *command]
+
+
 def _is_cpu_list(text: str) -> bool:
     try:
         return bool(cpu_list(text))

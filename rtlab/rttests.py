@@ -51,7 +51,14 @@ from typing import Any
 
 import attr
 
-from rtlab.cyclictest import KERNEL_LOG, SysInfo, read_sysinfo, require_int, run_times
+from rtlab.cyclictest import (
+    KERNEL_LOG,
+    SysInfo,
+    fifo_from_start,
+    read_sysinfo,
+    require_int,
+    run_times,
+)
 from rtlab.jsonfields import Fields, no_constants, no_duplicates
 from rtlab.sysinfo import cpu_list
 
@@ -830,19 +837,24 @@ def board_run(tool: str, *, duration_s: int, cpus: int, priority: int,
         raise ValueError(f"unknown rt-test {tool!r} (valid: {', '.join(TESTS)})")
     require_int("cpus", cpus, 1, None)
     timeout = ["timeout", "-s", "KILL", str(duration_s + HANG_MARGIN_S)]
+    # the measuring tools start under SCHED_FIFO (fifo_from_start): no thread of theirs
+    # is ever an ordinary task the loads could keep off its CPU
     if tool in ("ptsematest", "pmqtest", "sigwaittest"):
         argv = _pair_command(tool, duration_s, json_path, priority, 1000)
-        return BoardRun(tool, tuple(argv), tuple(argv), json_path, cpus)
+        return BoardRun(tool, tuple(fifo_from_start(argv, priority)), tuple(argv),
+                        json_path, cpus)
     if tool == "signaltest":
         argv = signaltest_command(duration_s=duration_s, json_path=json_path,
                                   priority=priority)
-        return BoardRun(tool, tuple(argv), tuple(argv), json_path, None)
+        return BoardRun(tool, tuple(fifo_from_start(argv, priority)), tuple(argv),
+                        json_path, None)
     if tool == "oslat":
         if cpus < 2:
             raise ValueError("oslat needs a CPU besides CPU 0, where its main thread runs")
         argv = oslat_command(duration_s=duration_s, json_path=json_path,
                              cpus=f"1-{cpus - 1}" if cpus > 2 else "1", priority=priority)
-        return BoardRun(tool, tuple(argv), tuple(argv), json_path, cpus - 1)
+        return BoardRun(tool, tuple(fifo_from_start(argv, priority)), tuple(argv),
+                        json_path, cpus - 1)
     if tool == "pi_stress":
         argv = pi_stress_command(duration_s=duration_s, json_path=json_path)
         return BoardRun(tool, ("setsid", *timeout, *argv), tuple(argv), json_path, None,

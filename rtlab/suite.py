@@ -93,9 +93,9 @@ def no_wakeup_facts(thread: NoWakeup) -> dict[str, Any]:
 def no_wakeup_violation(thread: NoWakeup, duration_s: int,
                         thresholds: Mapping[str, Threshold]) -> str:
     """Why a thread that never woke fails the case whatever its limits. The board ran and
-    answered, so this is no lab fault; but the thread was kept off its CPU for the whole
-    window (before or after it raised itself to its RT priority: cyclictest cannot tell),
-    and a gate passes only what it has seen."""
+    answered, so this is no lab fault; but the thread, at its RT priority from its start
+    (rtlab.cyclictest.fifo_from_start), was kept off its CPU for the whole window, and a
+    gate passes only what it has seen."""
     where = f"CPU{thread.cpu}" if thread.cpu is not None else f"thread {thread.thread}"
     message = (f"{where} recorded no wake-up in the {duration_s} s window (0 samples): its "
                "cyclictest thread never completed a cycle, so no latency was measured there")
@@ -180,16 +180,6 @@ def tail_violation(cpu: int | None, estimate: TailEstimate | None, policy: Stati
 # where a board's cyclictest writes its results (rtlab.cyclictest.build_command's paths)
 JSON_ON_BOARD = "/tmp/rtlab-cyclictest.json"
 HIST_ON_BOARD = "/tmp/rtlab-cyclictest.hist"
-
-
-def cyclictest_program(command: list[str]) -> list[str]:
-    """What a board runs for ``command`` (rtlab.cyclictest.build_command's argv).
-
-    cyclictest starts its threads as ordinary tasks, and each raises itself to its RT
-    priority only once it first runs: under the loads a thread could wait out the whole
-    window before that (seen on the emulated stock kernel under hackbench). At nice -20
-    the start-up gets the CPU first; the measuring itself is at the RT priority."""
-    return ["sh", "-c", 'renice -n -20 -p $$ >/dev/null && exec "$@"', "sh", *command]
 
 
 @attr.frozen

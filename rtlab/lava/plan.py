@@ -16,7 +16,7 @@ import attr
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
-from ..cyclictest import build_command
+from ..cyclictest import build_command, fifo_from_start
 from ..loads import LoadPart, make_load
 from ..rttests import TESTS, BoardRun, board_run
 from ..scenarios import Suite
@@ -24,7 +24,6 @@ from ..suite import (
     HIST_ON_BOARD,
     JSON_ON_BOARD,
     RT_JSON_ON_BOARD,
-    cyclictest_program,
     rt_tool_wait_s,
 )
 from ..sysinfo import cpu_list
@@ -235,7 +234,7 @@ def make_plan(*, board: str, flavour: str, suite: Suite, scenarios: Sequence[str
                                     priority=suite.priority, histogram_us=suite.histogram_us,
                                     json_path=JSON_ON_BOARD, histfile_path=HIST_ON_BOARD,
                                     affinity=affinity)
-            cases.append(attr.evolve(base, program=tuple(cyclictest_program(command)),
+            cases.append(attr.evolve(base, program=tuple(fifo_from_start(command, suite.priority)),
                                      load_cpus=tuple(housekeeping) if isolated else None,
                                      threads=threads, wait_s=duration_s))
     tools = list(suite.rt_tests) if rt_tests is None else list(rt_tests)

@@ -70,6 +70,9 @@ GUEST_PROGRAMS: dict[str, tuple[str, ...] | None] = {
     "iputils-ping": ("/bin/ping",),
     # XMODEM receiver for labgrid's ShellDriver.put_bytes (busybox-static has no rx)
     "lrzsz": ("/usr/bin/rz",),
+    # the measuring rt-tests start under SCHED_FIFO (rtlab.cyclictest.fifo_from_start);
+    # busybox-static has no chrt
+    "util-linux": ("/usr/bin/chrt",),
 }
 
 # Applets the boot and login path rely on; their absence means a different busybox build.

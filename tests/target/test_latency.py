@@ -11,7 +11,6 @@ from rtlab.suite import (
     HIST_ON_BOARD,
     JSON_ON_BOARD,
     cpu_figures,
-    cyclictest_program,
     judge_latency,
 )
 
@@ -60,7 +59,7 @@ def measurement(request, begin_case, board_name, flavour, thresholds, record, su
                                        priority=suite.priority,
                                        histogram_us=suite.histogram_us, json_path=JSON_ON_BOARD,
                                        histfile_path=HIST_ON_BOARD, affinity=affinity)
-    program = cyclictest_program(command)
+    program = cyclictest.fifo_from_start(command, suite.priority)
     record.facts["command"] = program
     record.facts["load_cpus"] = load_cpus
     shell.run_check(f"rm -f {JSON_ON_BOARD} {HIST_ON_BOARD}")

@@ -14,6 +14,7 @@ from rtlab.cyclictest import (
     NoWakeup,
     build_command,
     cross_check,
+    fifo_from_start,
     histogram_range,
     parse_histogram,
     parse_json,
@@ -70,6 +71,23 @@ def test_build_command_never_names_distance():
     # -h forces -d 0 itself; passing -d as well makes cyclictest warn on stderr
     argv = build_command(interval_us=1000, duration_s=3, json_path="j")
     assert "-d" not in argv
+
+
+def test_fifo_from_start_runs_the_command_under_sched_fifo_at_its_priority():
+    # chrt execs the command, so cyclictest's JSON cmdline stays its own argv
+    argv = build_command(interval_us=1000, duration_s=3, priority=95, json_path="j")
+    assert fifo_from_start(argv, 95) == ["chrt", "-f", "95", *argv]
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"priority": 0}, "priority must be 1..99"),
+    ({"priority": 100}, "priority must be 1..99"),
+    ({"command": []}, "command must not be empty"),
+])
+def test_fifo_from_start_refuses_bad_arguments(bad, message):
+    args = {"command": ["cyclictest"], "priority": 90, **bad}
+    with pytest.raises(ValueError, match=message):
+        fifo_from_start(**args)
 
 
 def test_the_fixture_was_captured_with_exactly_this_command():

@@ -551,22 +551,25 @@ PIP_RUN = board_run("pip_stress", duration_s=5, cpus=4, priority=90, json_path="
 def test_board_run_pair_tools_one_pair_per_cpu(tool, cpus):
     run = board_run(tool, duration_s=5, cpus=cpus, priority=90, json_path="/tmp/p.json")
     built = tuple(PAIR_BUILDERS[tool](duration_s=5, json_path="/tmp/p.json", priority=90))
-    assert run == BoardRun(tool=tool, argv=built, tool_argv=built, json_path="/tmp/p.json",
-                           expected_threads=cpus)
+    assert run == BoardRun(tool=tool, argv=("chrt", "-f", "90", *built), tool_argv=built,
+                           json_path="/tmp/p.json", expected_threads=cpus)
 
 
 def test_board_run_ptsematest_argv():
     run = board_run("ptsematest", duration_s=30, cpus=4, priority=80, json_path="/tmp/j.json")
-    assert run.argv == ("ptsematest", "-S", "-p", "80", "-i", "1000", "-D", "30", "-q",
-                        "--json=/tmp/j.json")
+    # started under SCHED_FIFO at the measuring priority, not raised to it later
+    assert run.argv == ("chrt", "-f", "80", "ptsematest", "-S", "-p", "80", "-i", "1000",
+                        "-D", "30", "-q", "--json=/tmp/j.json")
     sig = board_run("sigwaittest", duration_s=30, cpus=4, priority=80, json_path="/tmp/j.json")
-    assert sig.argv[:3] == ("sigwaittest", "-t", "-a") and "-S" not in sig.argv
+    assert sig.tool_argv[:3] == ("sigwaittest", "-t", "-a") and "-S" not in sig.argv
+    assert sig.argv == ("chrt", "-f", "80", *sig.tool_argv)
 
 
 def test_board_run_signaltest_lets_the_ring_decide():
     run = board_run("signaltest", duration_s=5, cpus=4, priority=90, json_path="/tmp/s.json")
-    assert run.argv == run.tool_argv == ("signaltest", "-t", "2", "-m", "-p", "90", "-D", "5",
-                                         "-q", "--json=/tmp/s.json")
+    assert run.tool_argv == ("signaltest", "-t", "2", "-m", "-p", "90", "-D", "5",
+                             "-q", "--json=/tmp/s.json")
+    assert run.argv == ("chrt", "-f", "90", *run.tool_argv)
     assert run.expected_threads is None
 
 
@@ -574,8 +577,9 @@ def test_board_run_signaltest_lets_the_ring_decide():
     (4, "1-3", 3), (3, "1-2", 2), (2, "1", 1), (8, "1-7", 7)])
 def test_board_run_oslat_keeps_off_cpu0(cpus, measured, expected):
     run = board_run("oslat", duration_s=5, cpus=cpus, priority=90, json_path="/tmp/o.json")
-    assert run.argv == run.tool_argv == ("oslat", "-c", measured, "-f", "90", "-D", "5", "-q",
-                                         "--json=/tmp/o.json")
+    assert run.tool_argv == ("oslat", "-c", measured, "-f", "90", "-D", "5", "-q",
+                             "--json=/tmp/o.json")
+    assert run.argv == ("chrt", "-f", "90", *run.tool_argv)
     assert (run.json_path, run.expected_threads) == ("/tmp/o.json", expected)
 
 
