@@ -8,7 +8,9 @@ ran on the two host cores), through `rtlab run`: cpu100, hackbench and combined 
 interval of suite.yaml, 3 s windows, no other rt-test. A round is one `rtlab run` per
 board (flash, boot, 9 windows); ``--rounds 3`` gives 54 windows. It prints, per board ×
 scenario × interval, the windows, the CPUs measured, the CPUs with no wake-up (cyclictest
-0 samples, which the gate fails) and the verdicts, then the totals and how cyclictest was
+0 samples, which the gate fails), the CPUs whose thread was
+kept off for a second or more (a few samples, a huge average: the same starvation, ended
+before the window did) and the verdicts, then the totals and how cyclictest was
 started (the record's `command`). The virtual rack is started if it is not running (and
 stopped again at the end).
 """
@@ -32,6 +34,7 @@ from rtlab.vlab.image import build_image
 PLACES = {"imx6q-01": "imx6q", "rpi3-01": "rpi3"}
 FLAVOUR = "std"
 SCENARIOS = "cpu100,hackbench,combined"
+STALL_US = 1_000_000
 
 
 def run_round(images: dict[str, Path], out: Path, duration_s: int) -> None:
@@ -64,12 +67,16 @@ def tally(out: Path) -> None:
         cpus = record.get("cpus") or []
         row["cpus"] += len(cpus)
         row["no_wakeup"] += sum(1 for cpu in cpus if cpu.get("no_wakeup"))
+        # the same starvation, ended just before the window closed: a thread kept off its
+        # CPU for over a second leaves a few samples, a huge average and a fail
+        row["stalled"] += sum(1 for cpu in cpus if not cpu.get("no_wakeup")
+                              and (cpu.get("max_us") or 0) >= STALL_US)
         command = record.get("command") or []
         # what ran before cyclictest's own argv: the start wrapper
         starts[" ".join(command[:command.index("cyclictest")] if "cyclictest" in command
                         else command)] += 1
     header = f"{'board':<12} {'scenario':<10} {'interval':>8} {'windows':>7} {'CPUs':>5} " \
-             f"{'no wake-up':>10}  verdicts"
+             f"{'no wake-up':>10} {'stalled':>7}  verdicts"
     print(header)
     print("-" * len(header))
     total: Counter = Counter()
@@ -77,11 +84,13 @@ def tally(out: Path) -> None:
         verdicts = ", ".join(f"{v} {row[v]}" for v in ("pass", "fail", "error", "skipped")
                              if row[v])
         print(f"{board:<12} {scenario:<10} {interval:>8} {row['windows']:>7} {row['cpus']:>5} "
-              f"{row['no_wakeup']:>10}  {verdicts}")
+              f"{row['no_wakeup']:>10} {row['stalled']:>7}  {verdicts}")
         total.update(row)
     print("-" * len(header))
     print(f"{'all':<12} {'':<10} {'':>8} {total['windows']:>7} {total['cpus']:>5} "
-          f"{total['no_wakeup']:>10}  windows with a CPU lost: see the records")
+          f"{total['no_wakeup']:>10} {total['stalled']:>7}")
+    print(f"(no wake-up: 0 samples in the window; stalled: a wake-up {STALL_US / 1e6:g} s "
+          "or more late)")
     for start, count in starts.items():
         print(f"started as: {start or '(cyclictest directly)'} … ({count} windows)")
 
@@ -92,7 +101,12 @@ def main() -> int:
     parser.add_argument("--duration", type=int, default=3, help="seconds per window")
     parser.add_argument("--out", type=Path, default=None,
                         help="keep the records here (default: a temporary folder)")
+    parser.add_argument("--tally", type=Path, default=None, metavar="DIR",
+                        help="only count the records of an earlier run's --out DIR")
     args = parser.parse_args()
+    if args.tally is not None:
+        tally(args.tally)
+        return 0
     out = args.out or Path(tempfile.mkdtemp(prefix="wakeup-starvation-"))
     images = {place: build_image(board, FLAVOUR, paths.debs_dir(), paths.images_dir(),
                                  progress=lambda msg: None).sd_image
