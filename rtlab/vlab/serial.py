@@ -1,9 +1,12 @@
 """A board's serial line: a TCP port for lab clients that stays open across power cycles
-(like ser2net in front of a USB-serial adapter) and a Unix socket QEMU connects to each
-time the board is powered on.
+and speaks RFC 2217 (telnet with serial port control), as ser2net does in front of a
+lab host's USB-serial adapter, and a Unix socket QEMU connects to each time the board is
+powered on.
 
 The line holds the QEMU side itself, so the console transcript is complete even while no
-client is connected.
+client is connected. RFC 2217 is what labgrid's exporter serves for a physical board, and
+what `labgrid-client console` speaks (microcom -t): with a raw port the client's telnet
+negotiation reached the board's getty as typed bytes.
 """
 
 import asyncio
@@ -12,9 +15,51 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
+import attr
+from serial import rfc2217
+
 from .config import LOOPBACK
 
 READ_SIZE = 4096
+IAC = b"\xff"
+
+
+@attr.define
+class LineSettings:
+    """The serial port an RFC 2217 client sets and reads (pyserial's PortManager works on
+    this as on a pyserial port). QEMU's UART has no baud rate or modem lines: settings are
+    kept and answered, and the lines read as those of a connected adapter."""
+
+    baudrate: int = 115200
+    bytesize: int = 8
+    parity: str = "N"
+    stopbits: float = 1
+    xonxoff: bool = False
+    rtscts: bool = False
+    rts: bool = True
+    dtr: bool = True
+    break_condition: bool = False
+    cts: bool = True
+    dsr: bool = True
+    ri: bool = False
+    cd: bool = True
+
+    def reset_input_buffer(self) -> None:
+        """Nothing is buffered on this side of the line."""
+
+    def reset_output_buffer(self) -> None:
+        """Nothing is buffered on this side of the line."""
+
+
+class _ClientLink:
+    """PortManager's connection: its negotiation answers go to the client's socket."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self.writer = writer
+
+    def write(self, data: bytes) -> None:
+        if not self.writer.is_closing():
+            self.writer.write(data)
 
 
 class SerialLine:
@@ -77,11 +122,13 @@ class SerialLine:
                 self.logger.exception("console watcher failed")
         if self.unplugged():
             return
+        # a 0xff byte of the board's is data, not a telnet command
+        escaped = data.replace(IAC, IAC + IAC)
         for writer in list(self._clients):
             if writer.is_closing():
                 self._clients.discard(writer)
                 continue
-            writer.write(data)
+            writer.write(escaped)
 
     def type_in(self, data: bytes) -> bool:
         """Send ``data`` to the board as if typed on the line; False if no board is
@@ -118,13 +165,17 @@ class SerialLine:
             return
         self._clients.add(writer)
         self.logger.info("client connected from %s", writer.get_extra_info("peername"))
+        # sends the server's side of the negotiation at once
+        port = rfc2217.PortManager(LineSettings(), _ClientLink(writer), logger=None)
         try:
             while data := await reader.read(READ_SIZE):
+                # the client's telnet commands are answered here, never typed to the board
+                typed = b"".join(port.filter(data))
                 # typing into a powered-off board goes nowhere, as on real hardware
-                if self.unplugged():
+                if not typed or self.unplugged():
                     continue
                 if self._board is not None and not self._board.is_closing():
-                    self._board.write(data)
+                    self._board.write(typed)
         except ConnectionError:
             pass
         finally:

@@ -31,7 +31,7 @@ def exporter_config(config: VlabConfig, state_dir: Path) -> str:
             "  NetworkSerialPort:",
             f"    host: {LOOPBACK}",
             f"    port: {board.serial_port}",
-            "    protocol: raw",
+            "    protocol: rfc2217",
             "    speed: 115200",
             "  NetworkPowerPort:",
             "    model: simplerest",

@@ -2,13 +2,11 @@
 outlets, the SD mux hides the card from the host unless in host mode, and the serial line
 stays connected across power cycles."""
 
-import contextlib
-import socket
 import subprocess
-import time
 
 import pytest
 import requests
+import serial
 from labgrid.driver.power import simplerest
 
 from rtlab import paths
@@ -22,16 +20,6 @@ def pdu_url(vlab) -> str:
 
 def set_mux(vlab, place: str, mode: str) -> requests.Response:
     return requests.put(f"{vlab.api_url}/sdmux/{place}", data=mode, timeout=5)
-
-
-def read_until(sock: socket.socket, needle: bytes, timeout: float = 10) -> bytes:
-    sock.settimeout(0.5)
-    data = b""
-    deadline = time.monotonic() + timeout
-    while needle not in data and time.monotonic() < deadline:
-        with contextlib.suppress(TimeoutError):
-            data += sock.recv(4096)
-    return data
 
 
 @pytest.fixture
@@ -68,13 +56,17 @@ def vlab_host_view(vlab, place: str):
 
 
 def test_serial_line_stays_open_across_power_cycles(vlab, rpi3):
-    with socket.create_connection((LOOPBACK, rpi3.serial_port), timeout=5) as sock:
+    # an RFC 2217 client, as labgrid's SerialDriver is for the exported NetworkSerialPort
+    line = serial.serial_for_url(f"rfc2217://{LOOPBACK}:{rpi3.serial_port}", timeout=10)
+    try:
         simplerest.power_set(pdu_url(vlab), None, rpi3.outlet, True)
-        first = read_until(sock, b"no SD card")
+        first = line.read_until(b"no SD card")
         assert b"rtlab-vboot: rpi3 power on" in first and b"no SD card" in first
         simplerest.power_set(pdu_url(vlab), None, rpi3.outlet, False)
         simplerest.power_set(pdu_url(vlab), None, rpi3.outlet, True)
-        assert b"no SD card" in read_until(sock, b"no SD card")
+        assert b"no SD card" in line.read_until(b"no SD card")
+    finally:
+        line.close()
 
 
 def test_bad_requests_name_the_valid_values(vlab, rpi3):

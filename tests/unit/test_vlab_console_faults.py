@@ -36,7 +36,10 @@ class Bench:
             str(self.slot.serial.socket_path))
         self.client_in, self.client_out = await asyncio.open_connection(
             "127.0.0.1", self.slot.board.serial_port)
-        await asyncio.sleep(0.05)
+        # the line opens with its side of the RFC 2217 negotiation (IAC ...), which this
+        # plain client leaves unanswered
+        greeting = await asyncio.wait_for(self.client_in.read(4096), 2.0)
+        assert greeting.startswith(b"\xff"), greeting
 
     async def prints(self, *chunks: bytes) -> None:
         """The board prints ``chunks``, each arriving at the rack on its own."""
