@@ -184,9 +184,12 @@ def _check_strategy(report: _Report, doc: CommentedMap, target: Any) -> None:  #
     args = drivers[STRATEGY]
     default = attr.fields_dict(_registry()["drivers"][STRATEGY])["image"].default
     image = args.get("image", default) if isinstance(args, CommentedMap) else default
+    # without `images:` the strategy flashes what LG_IMAGE names
+    if "images" not in doc:
+        return
     images = doc.get("images")
     if not isinstance(images, CommentedMap):
-        report.add(doc, "images" if "images" in doc else None,
+        report.add(doc, "images",
                    f"'images' must be a mapping with {image!r} (the {STRATEGY}'s image)")
     elif image not in images:
         report.add(doc, "images", f"'images' lacks {image!r}, the SD card image {STRATEGY} "

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import attr
 
+from .lab import client as labgrid_client
 from .lab.health import (
     HealthBook,
     ensure_schedulable,
@@ -61,15 +62,6 @@ class RunOutcome:
     results: Path
     console_logs: Path
     healthy: bool = True
-
-
-def _client(coordinator: str, place: str, *args: str, timeout: float = 60) -> None:
-    cmd = [os.fspath(Path(sys.executable).parent / "labgrid-client"), "-x", coordinator,
-           "-p", place, *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"labgrid-client {' '.join(args)} on {place} failed: "
-                           f"{(proc.stderr or proc.stdout).strip()}")
 
 
 @contextlib.contextmanager
@@ -175,10 +167,12 @@ def _run_reserved(*, place: str, image: Path, env_file: Path, coordinator: str,
     junit = out_dir / f"junit-{label}.xml"
     results = out_dir / "results"
     console_logs = out_dir / "console" / label
-    env = {**os.environ, "LG_PLACE": place, "LG_IMAGE": os.fspath(image),
-           "LG_COORDINATOR": coordinator, RUN_ID_VARIABLE: run_id(place)}
+    # the run's own place, image and coordinator, never a manual session's of the shell
+    env = labgrid_client.environment(LG_PLACE=place, LG_IMAGE=os.fspath(image),
+                                     LG_COORDINATOR=coordinator,
+                                     **{RUN_ID_VARIABLE: run_id(place)})
     before = set(results.glob("*.json"))
-    _client(coordinator, place, "acquire")
+    labgrid_client.run(coordinator, "acquire", place=place)
     try:
         cmd = [sys.executable, "-m", "pytest", os.fspath(REPO_ROOT / "tests" / "target"),
                "--lg-env", os.fspath(env_file.resolve()), "--lg-coordinator", coordinator,
@@ -193,5 +187,5 @@ def _run_reserved(*, place: str, image: Path, env_file: Path, coordinator: str,
         # reading the place's error count and writing it back
         state = record_on_place(health, coordinator, run_event(place, kind, code, records))
     finally:
-        _client(coordinator, place, "release")
+        labgrid_client.run(coordinator, "release", place=place)
     return RunOutcome(place, code, junit, results, console_logs, state.healthy)

@@ -13,10 +13,8 @@ import datetime
 import fcntl
 import json
 import logging
-import os
 import re
 import subprocess
-import sys
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import attr
 
 from ..results import write_atomic
+from . import client as labgrid_client
 
 if TYPE_CHECKING:
     from .reservation import LabgridClient
@@ -379,19 +378,8 @@ def parse_place_show(text: str) -> PlaceInfo:
     return PlaceInfo(tags, comment)
 
 
-def _labgrid_client(coordinator: str, place: str, *args: str, client: Path | None = None,
-                    timeout: float = 60) -> str:
-    program = client or Path(sys.executable).parent / "labgrid-client"
-    cmd = [os.fspath(program), "-x", coordinator, "-p", place, *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"labgrid-client {' '.join(args)} on {place} failed: "
-                           f"{(proc.stderr or proc.stdout).strip()}")
-    return proc.stdout
-
-
 def place_info(coordinator: str, place: str, client: Path | None = None) -> PlaceInfo:
-    return parse_place_show(_labgrid_client(coordinator, place, "show", client=client))
+    return parse_place_show(labgrid_client.run(coordinator, "show", place=place, client=client))
 
 
 def shared_health(info: PlaceInfo) -> SharedHealth:
@@ -442,10 +430,10 @@ def mark_place(coordinator: str, place: str, health: PlaceHealth,
               ERRORS_TAG_KEY: str(health.consecutive_errors)}
     changed = [f"{key}={value}" for key, value in wanted.items() if info.tags.get(key) != value]
     if changed:
-        _labgrid_client(coordinator, place, "set-tags", *changed, client=client)
+        labgrid_client.run(coordinator, "set-tags", *changed, place=place, client=client)
     comment = health_comment(health, info.comment)
     if comment != info.comment:
-        _labgrid_client(coordinator, place, "set-comment", comment, client=client)
+        labgrid_client.run(coordinator, "set-comment", comment, place=place, client=client)
 
 
 def record_on_place(book: HealthBook, coordinator: str, event: HealthEvent,

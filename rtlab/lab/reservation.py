@@ -37,6 +37,8 @@ from pathlib import Path
 
 import attr
 
+from . import client as labgrid_client
+
 logger = logging.getLogger("rtlab.reservation")
 
 RESERVATION_FILE = "reservation.json"
@@ -200,7 +202,7 @@ class LabgridClient:
     """``labgrid-client -x COORDINATOR …`` as subprocesses: the same program people use."""
 
     coordinator: str
-    program: Path = attr.Factory(lambda: Path(sys.executable).parent / "labgrid-client")
+    program: Path = attr.Factory(labgrid_client.program)
     env: dict[str, str] | None = None
 
     def argv(self, *args: str) -> list[str]:
@@ -209,7 +211,8 @@ class LabgridClient:
     def run(self, *args: str, timeout: float = CLIENT_TIMEOUT_S) -> str:
         try:
             proc = subprocess.run(self.argv(*args), capture_output=True, text=True,
-                                  timeout=timeout, check=False, env=self.env)
+                                  timeout=timeout, check=False,
+                                  env=labgrid_client.environment(self.env))
         except subprocess.TimeoutExpired as error:
             raise ReservationError(f"labgrid-client {' '.join(args)}: no answer from the "
                                    f"coordinator {self.coordinator} within {timeout:.0f} s"

@@ -12,6 +12,7 @@ log and the result record.
 
 import enum
 import logging
+import os
 import subprocess
 import threading
 import time
@@ -46,6 +47,8 @@ PDU_RETRY_DELAY_S = 1.0
 # a console adapter that dropped (a USB re-enumeration, a ser2net restart) is back within
 # seconds: an immediate retry would only find it gone again
 BOOT_RETRY_DELAY_S = 5.0
+# names the SD card image when the environment file has no `images:` entry for it
+IMAGE_VARIABLE = "LG_IMAGE"
 
 
 class _PduRequest:
@@ -136,8 +139,10 @@ class RTLabStrategy(Strategy):
     """Flash the SD card through the mux, power the board on and log in on the console.
 
     Args:
-        image: key of the SD card image in the environment file's ``images:``; a
-            ``<image>.bmap`` file must sit beside it
+        image: key of the SD card image in the environment file's ``images:``; where the
+            file has none, the ``LG_IMAGE`` variable names it (read only when flashing, so
+            that a console or power session needs no image); a ``<image>.bmap`` file must
+            sit beside it
         flash_attempts: writes (each followed by a read-back) before flashing fails
         boot_attempts: power cycles before booting fails
         pdu_timeout: seconds a PDU may take to answer a request
@@ -177,10 +182,17 @@ class RTLabStrategy(Strategy):
     def image_path(self) -> str:
         try:
             return self.target.env.config.get_image_path(self.image)
-        except KeyError as error:
+        except KeyError:
+            pass
+        # an `images:` entry with a "$LG_IMAGE" template would make labgrid refuse to load
+        # the environment at all while LG_IMAGE is unset, even for a console
+        path = os.environ.get(IMAGE_VARIABLE)
+        if not path:
             raise StrategyError(
-                f"environment has no image '{self.image}' under 'images:'"
-            ) from error
+                f"no SD card image to flash: the environment has no image '{self.image}' "
+                f"under 'images:' and {IMAGE_VARIABLE} is not set (export "
+                f"{IMAGE_VARIABLE}=<path>/sdcard.img, with its .bmap beside it)")
+        return path
 
     @never_retry
     @step(args=["status"])

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from ..lab import client as labgrid_client
 from .config import LOOPBACK, VlabConfig
 from .faults import PDU_TIMEOUT_DEFAULT_S, Fault, FaultError
 from .rack import BoardSlot, RackError, host_view_path
@@ -259,7 +260,7 @@ async def _spawn(cmd: list[object], cwd: Path, log: Path) -> asyncio.subprocess.
     with log.open("ab") as out:
         return await asyncio.create_subprocess_exec(
             *map(os.fspath, cmd), cwd=cwd, stdin=asyncio.subprocess.DEVNULL,
-            stdout=out, stderr=asyncio.subprocess.STDOUT,
+            stdout=out, stderr=asyncio.subprocess.STDOUT, env=labgrid_client.environment(),
         )
 
 
@@ -267,6 +268,7 @@ async def _run(cmd: list[object]) -> str:
     proc = await asyncio.create_subprocess_exec(
         *map(os.fspath, cmd), stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        env=labgrid_client.environment(),
     )
     out, _ = await proc.communicate()
     text = out.decode(errors="replace")

@@ -256,10 +256,12 @@ def test_env_file_with_a_misspelt_driver_names_the_line_and_close_matches(tmp_pa
 @pytest.mark.parametrize(("edit", "at", "expected"), [
     (("login_timeout: 180", "login_timout: 180"), "login_timout",
      "unknown parameter 'login_timout' for ShellDriver (expected one of: "),
-    (("  sdcard: !template", "  card: !template"), "images:",
-     "'images' lacks 'sdcard', the SD card image RTLabStrategy flashes (has: card)"),
-    (('"$LG_IMAGE"', '"$IMAGE"'), "$IMAGE",
-     "!template '$IMAGE': expected only $LG_* variables and $BASE"),
+    # the files name no image (LG_IMAGE does, when the strategy flashes); a lab's file
+    # that has `images:` must name the strategy's
+    (("        image: sdcard\n", '        image: sdcard\nimages:\n  card: /srv/card.img\n'),
+     "images:", "'images' lacks 'sdcard', the SD card image RTLabStrategy flashes (has: card)"),
+    (('"$LG_PLACE"', '"$PLACE"'), "$PLACE",
+     "!template '$PLACE': expected only $LG_* variables and $BASE"),
     (("      RTLabStrategy:\n        image: sdcard\n", ""), "NetworkPowerDriver:",
      "target 'main' drivers: no RTLabStrategy"),
     (("imports:\n  - rtlab.lab\n", ""), "options:",

@@ -9,6 +9,7 @@ import pytest
 from labgrid import Environment
 from labgrid.factory import target_factory
 from labgrid.remote.config import ResourceConfig
+from labgrid.strategy.common import StrategyError
 from ruamel.yaml import YAML
 
 from rtlab.envfile import check_env_file, check_exporter_file
@@ -68,7 +69,9 @@ def bind(env_file: Path, resources: dict, tmp_path: Path, monkeypatch) -> object
     env = Environment(str(copy))
     target = env.get_target("main")
     assert target is not None
-    assert env.config.get_image_path("sdcard") == str(tmp_path / "sdcard.img")
+    # the files name no image: the strategy flashes what LG_IMAGE names
+    assert target.get_driver(RTLabStrategy, activate=False).image_path() == str(
+        tmp_path / "sdcard.img")
     return target
 
 
@@ -83,6 +86,24 @@ def test_virtual_env_binds_to_what_the_virtual_exporter_exports(tmp_path, monkey
     assert type(strategy.power).__name__ == "NetworkPowerDriver"
     assert type(strategy.shell).__name__ == "ShellDriver"
     assert strategy.image_path() == str(tmp_path / "sdcard.img")
+
+
+@pytest.mark.parametrize("env_file", ["virtual.yaml", "rack.yaml"])
+def test_an_env_file_loads_without_an_image_and_flashing_says_what_to_set(
+        env_file, tmp_path, monkeypatch):
+    # a console or power session in a second terminal sets no LG_IMAGE
+    config = load_config(ENV / "vlab.yaml")
+    exported = YAML(typ="safe").load(exporter_config(config, tmp_path / "state"))
+    resources = (exported["imx6q-01"] if env_file == "virtual.yaml"
+                 else client_resources(next(iter(
+                     ResourceConfig(str(EXPORTER_FILES[0])).data.values()))))
+    target = bind(ENV / env_file, resources, tmp_path, monkeypatch)
+    monkeypatch.delenv("LG_IMAGE")
+    strategy = target.get_driver(RTLabStrategy, activate=False)
+    with pytest.raises(StrategyError, match=r"^no SD card image to flash: the environment "
+                       r"has no image 'sdcard' under 'images:' and LG_IMAGE is not set "
+                       r"\(export LG_IMAGE=<path>/sdcard.img, with its .bmap beside it\)$"):
+        strategy.image_path()
 
 
 @pytest.mark.parametrize("exporter_file", EXPORTER_FILES, ids=lambda p: p.name)
