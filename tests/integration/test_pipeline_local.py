@@ -15,7 +15,7 @@ The three changes of the issue, each a commit on a branch of the clone:
   kernels apart, which only a physical rack can;
 - a broken image (its /init exits, the kernel panics at boot): the test job ends in an
   `error` with the cause, never a pass or a fail.
-Measurements are short (one case, 3 s); a board that cannot boot gets a short login
+Measurements are short (one case, 10 s); a board that cannot boot gets a short login
 timeout, so the whole module stays within a few minutes.
 """
 
