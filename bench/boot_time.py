@@ -19,9 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from rtlab import paths
-from rtlab.vlab.boards import BOARD_MODELS, FLAVOURS, board_model
-from rtlab.vlab.image import build_image
+from rtlab.image.boards import BOARD_MODELS, FLAVOURS, board_model
+from rtlab.image.build import build_image
+from rtlab.util import paths
 from rtlab.vlab.qemu import qemu_command, read_boot_config
 
 

@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 from rtlab.kernel.build import BuildResult, build_kernel
-from rtlab.paths import kernel_cache_dir
+from rtlab.util.paths import kernel_cache_dir
 
 CASES = ("cold", "warm", "option", "noop")
 

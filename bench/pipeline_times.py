@@ -256,8 +256,8 @@ def format_table(run: PipelineRun) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rtlab import paths
     from rtlab.kernel.provide import POLICIES
+    from rtlab.util import paths
     from rtlab.vlab import control
     from rtlab.vlab.config import load_config
 

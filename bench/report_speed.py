@@ -74,7 +74,7 @@ def build_store(url: str, runs: int, seed: int) -> dict[str, int]:
 
     from rtlab.store import open_store
     from rtlab.store.models import Case, CaseThreshold, CpuResult, Run
-    from rtlab.thresholds import load_thresholds
+    from rtlab.verdict.thresholds import load_thresholds
 
     rng = np.random.default_rng(seed)
     thresholds = load_thresholds()

@@ -20,7 +20,7 @@ import time
 import numpy as np
 from scipy import special
 
-from rtlab.stats import Histogram, compare, tail_estimate
+from rtlab.verdict.stats import Histogram, compare, tail_estimate
 
 CPUS = 4
 CYCLES = 100_000_000

@@ -1,4 +1,4 @@
-"""How good is the statistical regression verdict (rtlab.stats.compare_tail) next to a
+"""How good is the statistical regression verdict (rtlab.verdict.stats.compare_tail) next to a
 gate on the single worst wake-up?
 
 For each latency source and run length (samples per CPU) it prints:
@@ -22,7 +22,7 @@ For each latency source and run length (samples per CPU) it prints:
 Sources: two synthetic RT-board-like latency distributions (a lognormal body around
 15-20 µs, a generalised Pareto tail for the top 3 %) and two recorded cyclictest
 histograms of tests/data/cyclictest (their body as recorded, their tail above the 95th
-percentile the GPD that rtlab.stats fits to it, since 3000 samples say nothing about
+percentile the GPD that rtlab.verdict.stats fits to it, since 3000 samples say nothing about
 10^-6). The recordings of the emulated boards are left out: their p99.9 lies past the
 400 µs range, where compare_tail() is inconclusive by design. Every run varies: the whole
 latency scale by a lognormal factor (3 % sd) and the tail's weight by 10 % sd, so that
@@ -51,8 +51,8 @@ import numpy as np
 from scipy import special
 from scipy import stats as sps
 
-from rtlab.cyclictest import parse_json
-from rtlab.stats import (
+from rtlab.measure.cyclictest import parse_json
+from rtlab.verdict.stats import (
     REGRESSION,
     TAIL_DECADES,
     Histogram,
@@ -173,7 +173,7 @@ def synthetic(name: str, median: float, spread: float, zeta: float, shape: float
 
 
 def recorded(name: str, file: str, thread: int) -> Model:
-    """The recorded histogram below its 95th percentile, and the GPD rtlab.stats fits to
+    """The recorded histogram below its 95th percentile, and the GPD rtlab.verdict.stats fits to
     its top 5 % above it."""
     result = parse_json((DATA / file).read_text(encoding="utf-8"), file)
     hist = Histogram.from_cpu_result(result.cpus[thread])

@@ -26,10 +26,10 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from rtlab import paths
+from rtlab.image.build import build_image
+from rtlab.util import paths
 from rtlab.vlab import control
 from rtlab.vlab.config import load_config
-from rtlab.vlab.image import build_image
 
 PLACES = {"imx6q-01": "imx6q", "rpi3-01": "rpi3"}
 FLAVOUR = "std"

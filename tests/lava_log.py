@@ -3,7 +3,7 @@ the LAVA tests spoil it."""
 
 import json
 
-from rtlab.paths import REPO_ROOT
+from rtlab.util.paths import REPO_ROOT
 
 LOG = REPO_ROOT / "tests" / "data" / "lava" / "qemu-imx6q-rt-lava-run.log"
 

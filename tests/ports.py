@@ -4,7 +4,7 @@ started later by the integration tests must find its ports free."""
 import functools
 import socket
 
-from rtlab import paths
+from rtlab.util import paths
 from rtlab.vlab.config import load_config
 
 

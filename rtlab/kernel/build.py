@@ -20,13 +20,12 @@ from pathlib import Path
 
 import attr
 
-from .. import kconfig
-from ..paths import kernel_cache_dir
-from ..vlab.debian import sha256_file
-from ..vlab.image import KERNEL_INFO, KERNEL_INFO_SCHEMA
-from . import spec
-from .config import ConfigResult, configure
-from .source import SourceTree, prepare_source
+from rtlab.image.build import KERNEL_INFO, KERNEL_INFO_SCHEMA
+from rtlab.image.debian import sha256_file
+from rtlab.kernel import kconfig, spec
+from rtlab.kernel.config import ConfigResult, configure
+from rtlab.kernel.source import SourceTree, prepare_source
+from rtlab.util.paths import kernel_cache_dir
 
 Progress = Callable[[str], None]
 

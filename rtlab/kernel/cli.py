@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..paths import debs_dir, kernel_cache_dir
+from rtlab.util.paths import debs_dir, kernel_cache_dir
 
 
 def _progress(message: str) -> None:
@@ -15,7 +15,7 @@ def _progress(message: str) -> None:
 
 
 def _fetch(args: argparse.Namespace) -> int:
-    from ..vlab.image import fetch_kernel
+    from rtlab.image.build import fetch_kernel
 
     fetch_kernel(args.board, args.flavour, debs_dir(), Path(args.out),
                  progress=lambda msg: print(msg, flush=True))
@@ -23,7 +23,7 @@ def _fetch(args: argparse.Namespace) -> int:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from .build import DEFAULT_JOBS, build_kernel
+    from rtlab.kernel.build import DEFAULT_JOBS, build_kernel
 
     result = build_kernel(
         args.board, args.flavour, Path(args.out), source=args.source,
@@ -40,7 +40,7 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _provide(args: argparse.Namespace) -> int:
-    from .provide import provide
+    from rtlab.kernel.provide import provide
 
     provide(args.board, args.flavour, Path(args.out), build_flavour=args.build_flavour,
             policy=args.policy, progress=lambda msg: print(msg, flush=True))
@@ -48,7 +48,7 @@ def _provide(args: argparse.Namespace) -> int:
 
 
 def _source(args: argparse.Namespace) -> int:
-    from .source import prepare_source
+    from rtlab.kernel.source import prepare_source
 
     tree = prepare_source(args.source, kernel_cache_dir(), _progress)
     _progress(f"{tree.version}: {tree.origin}")
@@ -57,10 +57,10 @@ def _source(args: argparse.Namespace) -> int:
 
 
 def _config(args: argparse.Namespace) -> int:
-    from . import spec
-    from .build import default_build_dir
-    from .config import KernelConfigError, configure
-    from .source import prepare_source
+    from rtlab.kernel import spec
+    from rtlab.kernel.build import default_build_dir
+    from rtlab.kernel.config import KernelConfigError, configure
+    from rtlab.kernel.source import prepare_source
 
     board = spec.board(args.board)
     flavour = spec.flavour(args.flavour)
@@ -84,8 +84,9 @@ def _config(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(kernel_sub: argparse._SubParsersAction) -> None:
-    """Add the sub-commands to the ``rtlab kernel`` sub-parser."""
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    kernel = sub.add_parser("kernel", help="board kernels (the pipeline's build stage)")
+    kernel_sub = kernel.add_subparsers(dest="action", required=True)
     fetch = kernel_sub.add_parser(
         "fetch", help="Debian's kernel package for a board and flavour, with kernel.json "
                       "(what the build stage hands on when it neither builds nor reuses)")

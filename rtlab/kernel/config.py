@@ -16,12 +16,12 @@ from pathlib import Path
 
 import attr
 
-from .. import kconfig
-from ..paths import repo_display
-from ..vlab.debian import sha256_file
-from .kconfig_scan import KconfigIndex
-from .source import SourceTree
-from .spec import KernelBoard, KernelFlavour
+from rtlab.image.debian import sha256_file
+from rtlab.kernel import kconfig
+from rtlab.kernel.kconfig_scan import KconfigIndex
+from rtlab.kernel.source import SourceTree
+from rtlab.kernel.spec import KernelBoard, KernelFlavour
+from rtlab.util.paths import repo_display
 
 Progress = Callable[[str], None]
 

@@ -9,7 +9,7 @@ stage, and why.
   ``kernel`` job's artifacts of that ref on GitLab, when they hold a built kernel of this
   board and flavour (a reused kernel is handed on as an artifact again, so it stays the
   last built one);
-- else **debian**: Debian's kernel package (:func:`rtlab.vlab.image.fetch_kernel`).
+- else **debian**: Debian's kernel package (:func:`rtlab.image.build.fetch_kernel`).
 
 The base is GitLab's own: a merge request's diff base, a push's previous commit, else the
 default branch's tip (``origin/<default branch>``) when this is another branch. The choice
@@ -28,12 +28,12 @@ from pathlib import Path, PurePosixPath
 
 import attr
 
-from .. import paths
-from ..paths import REPO_ROOT
-from ..store.gitlab import JOB_TOKEN_VARIABLE, TOKEN_VARIABLE
-from ..vlab.image import KERNEL_INFO, fetch_kernel
-from .build import build_kernel
-from .spec import load_flavours
+from rtlab.image.build import KERNEL_INFO, fetch_kernel
+from rtlab.kernel.build import build_kernel
+from rtlab.kernel.spec import load_flavours
+from rtlab.store.gitlab import JOB_TOKEN_VARIABLE, TOKEN_VARIABLE
+from rtlab.util import paths
+from rtlab.util.paths import REPO_ROOT
 
 Progress = Callable[[str], None]
 POLICIES = ("auto", "build", "reuse", "debian")
@@ -167,7 +167,7 @@ def fetch_last_built(source: GitLabSource, board: str, flavour: str, dest: Path,
     """The default branch's last built kernel of ``board`` x ``flavour`` into ``dest``;
     None when done, else why not (no such job, its kernel was Debian's, ...). GitLab
     refusing the token is an error, not a reason to fall back."""
-    from ..store.gitlab import Credentials, connect, gitlab_errors
+    from rtlab.store.gitlab import Credentials, connect, gitlab_errors
 
     credentials = Credentials.from_environment()
     job = source.job_name(board, flavour)

@@ -19,9 +19,9 @@ from pathlib import Path
 import attr
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
-from ..paths import REPO_ROOT
-from ..vlab.debian import sha256_file
-from ..yamlfile import YamlFileError, line_of, load_yaml
+from rtlab.image.debian import sha256_file
+from rtlab.util.paths import REPO_ROOT
+from rtlab.util.yamlfile import YamlFileError, line_of, load_yaml
 
 SOURCE_FILE = REPO_ROOT / "kernel" / "source.yaml"
 # rtlab's own patches (kernel/patches/series), applied after the Debian source's RT series

@@ -12,8 +12,8 @@ from typing import Any
 import attr
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
-from ..paths import REPO_ROOT, repo_display
-from ..yamlfile import YamlFileError, line_of, load_yaml
+from rtlab.util.paths import REPO_ROOT, repo_display
+from rtlab.util.yamlfile import YamlFileError, line_of, load_yaml
 
 KERNEL_DIR = REPO_ROOT / "kernel"
 BOARDS_FILE = KERNEL_DIR / "boards.yaml"
@@ -22,7 +22,7 @@ CONFIGS_DIR = KERNEL_DIR / "configs"
 
 # the image targets each kernel ARCH can boot from here (the boards' U-Boot loads these)
 IMAGES = {"arm": ("zImage", "uImage", "Image"), "arm64": ("Image", "Image.gz")}
-# the flavours of thresholds.yaml (rtlab.vlab.boards.FLAVOURS): a kernel is judged by one
+# the flavours of thresholds.yaml (rtlab.image.boards.FLAVOURS): a kernel is judged by one
 THRESHOLDS_FLAVOURS = ("std", "rt")
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")

@@ -15,7 +15,7 @@ from labgrid.factory import target_factory
 from labgrid.step import step
 from labgrid.util.helper import processwrapper
 
-from .resources import VirtualMassStorage, VirtualSDMuxDevice
+from rtlab.lab.resources import VirtualMassStorage, VirtualSDMuxDevice
 
 MUX_MODES = ("dut", "host", "off")
 HTTP_TIMEOUT_S = 10.0

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import attr
 
-from ..errors import FlashError
+from rtlab.util.errors import FlashError
 
 SUM_TOOLS = {"sha256": "sha256sum", "sha1": "sha1sum"}
 

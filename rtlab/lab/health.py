@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any
 
 import attr
 
-from ..results import write_atomic
-from . import client as labgrid_client
+from rtlab.lab import client as labgrid_client
+from rtlab.verdict.record import write_atomic
 
 if TYPE_CHECKING:
-    from .reservation import LabgridClient
+    from rtlab.lab.reservation import LabgridClient
 
 SCHEMA = "rtlab.health/1"
 KINDS = ("run", "check")
@@ -216,7 +216,7 @@ class HealthBook:
     """rtlab's record of the places' health: ``<folder>/<place>.json`` each.
 
     Args:
-        folder: where the files are (rtlab.paths.health_dir() by default in the CLI)
+        folder: where the files are (rtlab.util.paths.health_dir() by default in the CLI)
         unhealthy_after: infrastructure errors in a row that make a place unhealthy
     """
 
@@ -331,8 +331,8 @@ def _entry_from(place: str, data: dict[str, Any]) -> _Entry:
 
 def run_event(place: str, kind: str, exit_code: int,
               records: Iterable[Mapping[str, Any]]) -> HealthEvent:
-    """The health event of a suite run or check from its result records (rtlab.results):
-    an ``error`` verdict is the board, its console or the lab failing (rtlab.suite), a
+    """The health event of a suite run or check from its result records (rtlab.verdict.record):
+    an ``error`` verdict is the board, its console or the lab failing (rtlab.verdict.judge), a
     ``fail`` is a latency fail, and a failed run with no record failed before any case."""
     records = list(records)
     for verdict, outcome in (("error", "infrastructure-error"), ("fail", "latency-fail")):
@@ -476,7 +476,7 @@ def healthy_filters(client: "LabgridClient", filters: Mapping[str, str]) -> dict
     failed: it is tagged healthy first. When every place of the type is unhealthy there is
     nothing to wait for: refused at once, naming each place, its reason and the health
     check that makes it schedulable again."""
-    from .reservation import matching
+    from rtlab.lab.reservation import matching
 
     places = matching(client.places(), filters)
     for place in places:

@@ -23,21 +23,19 @@ the place and cancel the reservation after a job that was killed or cancelled.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import logging
 import os
 import re
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import attr
 
-from . import client as labgrid_client
+from rtlab.lab import client as labgrid_client
 
 logger = logging.getLogger("rtlab.reservation")
 
@@ -422,24 +420,3 @@ def release_file(path: Path, coordinator: str | None = None,
     path.unlink(missing_ok=True)
     where = f"place {reservation.place} released, " if reservation.place else ""
     return 0, f"{where}reservation {reservation.token} cancelled"
-
-
-# --- rtlab reservation … ------------------------------------------------------------------
-
-def _release_command(args: argparse.Namespace) -> int:
-    code, message = release_file(Path(args.file), args.coordinator)
-    print(message, file=sys.stderr if code else sys.stdout)
-    return code
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    """``rtlab reservation release FILE``: the after_script of a CI test job."""
-    reservation = sub.add_parser("reservation", help="labgrid reservations of CI jobs")
-    actions = reservation.add_subparsers(dest="action", required=True)
-    release_parser = actions.add_parser(
-        "release", help="release the place and cancel the reservation a state file names "
-                        "(nothing to do when the run ended cleanly)")
-    release_parser.add_argument("file", help=f"the run's {RESERVATION_FILE}")
-    release_parser.add_argument("--coordinator",
-                                help="coordinator (default: the one in the file)")
-    release_parser.set_defaults(func=_release_command)

@@ -31,7 +31,9 @@ from labgrid.step import step
 from labgrid.strategy.common import Strategy, StrategyError, never_retry
 from labgrid.util.helper import processwrapper
 
-from ..errors import (
+from rtlab.lab.console import ConsoleTap, describe, panic_line
+from rtlab.lab.flashverify import verify_card
+from rtlab.util.errors import (
     BoardCrashed,
     BootError,
     ConsoleLost,
@@ -39,8 +41,6 @@ from ..errors import (
     InfrastructureError,
     PowerError,
 )
-from .console import ConsoleTap, describe, panic_line
-from .flashverify import verify_card
 
 logger = logging.getLogger("rtlab.strategy")
 PDU_RETRY_DELAY_S = 1.0

@@ -1,4 +1,4 @@
-"""What the board runs in a LAVA job: the measurement windows of rtlab.measure (the scripts
+"""What the board runs in a LAVA job: the measurement windows of rtlab.measure.window (the scripts
 a labgrid run uploads, made by the same function), the driver jobs/board/suite.sh.j2, and
 the test definition's steps that put them on the board.
 
@@ -8,7 +8,10 @@ as it is, and its ``set -x`` traces only the ``cat`` of each, not the file.
 
 from collections.abc import Mapping
 
-from ..measure import (
+from rtlab.lava import templates
+from rtlab.lava.plan import Plan
+from rtlab.measure.cyclictest import HIST_ON_BOARD
+from rtlab.measure.window import (
     LOAD_OVERRUN_S,
     MARK,
     PROGRAM_OUT,
@@ -16,9 +19,6 @@ from ..measure import (
     started_loads,
     window_script,
 )
-from ..suite import HIST_ON_BOARD
-from . import templates
-from .plan import Plan
 
 BOARD_DIR = "/tmp/rtlab-lava"
 DRIVER = "suite.sh"

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 
 from ruamel.yaml import YAML
 
-from .. import paths
+from rtlab.util import paths
 
 if TYPE_CHECKING:
-    from ..thresholds import Thresholds
-    from .records import LavaJob
+    from rtlab.lava.records import LavaJob
+    from rtlab.verdict.thresholds import Thresholds
 
 DEFAULT_OUT = Path("out") / "lava"
 
@@ -43,10 +43,10 @@ def _rt_tests(text: str | None) -> list[str] | None:
 
 
 def _render(args: argparse.Namespace) -> int:
-    from ..results import write_atomic
-    from ..scenarios import load_suite
-    from .plan import board_model, image_facts, is_virtual, make_plan
-    from .render import boot_files, local_source, render_job, served_source
+    from rtlab.lava.plan import board_model, image_facts, is_virtual, make_plan
+    from rtlab.lava.render import boot_files, local_source, render_job, served_source
+    from rtlab.measure.suite import load_suite
+    from rtlab.verdict.record import write_atomic
 
     model = board_model(args.board)
     image = Path(args.image) if args.image else paths.images_dir() / f"{model.name}-{args.flavour}"
@@ -75,7 +75,7 @@ def _render(args: argparse.Namespace) -> int:
 
 
 def _boot_files(args: argparse.Namespace) -> int:
-    from .render import boot_files
+    from rtlab.lava.render import boot_files
 
     files = boot_files(Path(args.image), Path(args.out))
     for name in (files.kernel, files.dtb, files.ramdisk):
@@ -85,7 +85,7 @@ def _boot_files(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from .validate import validate
+    from rtlab.lava.validate import validate
 
     passed, problems = validate([Path(p) for p in args.paths])
     for problem in problems:
@@ -97,7 +97,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _submit(args: argparse.Namespace) -> int:
-    from .server import Server, submit_all
+    from rtlab.lava.server import Server, submit_all
 
     server = Server.from_environment()
     for job, job_id in submit_all(server, [Path(p) for p in args.jobs]):
@@ -106,8 +106,8 @@ def _submit(args: argparse.Namespace) -> int:
 
 
 def _thresholds(args: argparse.Namespace) -> "Thresholds":
-    from ..scenarios import load_suite
-    from ..thresholds import load_thresholds
+    from rtlab.measure.suite import load_suite
+    from rtlab.verdict.thresholds import load_thresholds
 
     suite = load_suite(Path(args.suite) if args.suite else None)
     return load_thresholds(Path(args.thresholds) if args.thresholds else None, suite)
@@ -115,10 +115,10 @@ def _thresholds(args: argparse.Namespace) -> "Thresholds":
 
 def _judge(args: argparse.Namespace, definition: str, definition_source: str, log_text: str,
            log_source: str, job: "LavaJob") -> int:
-    from .joblog import read_log
-    from .junit import default_path, job_junit, write_junit
-    from .plan import plan_of_job
-    from .records import exit_code, job_records, summary, write_records
+    from rtlab.lava.joblog import read_log
+    from rtlab.lava.junit import default_path, job_junit, write_junit
+    from rtlab.lava.plan import plan_of_job
+    from rtlab.lava.records import exit_code, job_records, summary, write_records
 
     # GitLab's test report, as `rtlab run` leaves one; built from the records once written
     junit = Path(args.junit) if args.junit else default_path(Path(args.out), job)
@@ -138,9 +138,9 @@ def _judge(args: argparse.Namespace, definition: str, definition_source: str, lo
 
 
 def _fetch(args: argparse.Namespace) -> int:
-    from ..results import write_atomic
-    from .records import LavaJob
-    from .server import Server, fetch
+    from rtlab.lava.records import LavaJob
+    from rtlab.lava.server import Server, fetch
+    from rtlab.verdict.record import write_atomic
 
     server = Server.from_environment()
     got = fetch(server, args.job_id, wait_s=args.wait)
@@ -160,7 +160,7 @@ def _fetch(args: argparse.Namespace) -> int:
 
 
 def _records(args: argparse.Namespace) -> int:
-    from .records import LavaJob
+    from rtlab.lava.records import LavaJob
 
     job_file, log_file = Path(args.job), Path(args.log)
     job = LavaJob(job_id=args.job_id or log_file.stem, server=args.server,
@@ -170,8 +170,8 @@ def _records(args: argparse.Namespace) -> int:
 
 
 def _local(args: argparse.Namespace) -> int:
-    from .local import run_local
-    from .records import LavaJob
+    from rtlab.lava.local import run_local
+    from rtlab.lava.records import LavaJob
 
     job_file, out = Path(args.job), Path(args.out)
     run = run_local(job_file, out, timeout_s=args.timeout)

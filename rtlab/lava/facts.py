@@ -1,7 +1,7 @@
-"""The board's system facts on LAVA: rtlab.sysinfo's own commands, run by the job's script
+"""The board's system facts on LAVA: rtlab.measure.sysinfo's own commands, run by the job's script
 and read back from its log.
 
-A labgrid run asks the board through its shell (:func:`rtlab.sysinfo.read_system_info`); a
+A labgrid run asks the board through its shell (:func:`rtlab.measure.sysinfo.read_system_info`); a
 LAVA job cannot be asked anything after the fact. So the commands are recorded once, by
 running ``read_system_info`` against a shell that only writes them down; the board runs
 every one of them into a file, and the records replay ``read_system_info`` against the
@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 import attr
 
-from ..sysinfo import SystemInfo, read_system_info
+from rtlab.measure.sysinfo import SystemInfo, read_system_info
 
 
 class FactsError(ValueError):
@@ -35,7 +35,7 @@ class _Recorder:
 
 
 def sysinfo_commands() -> tuple[str, ...]:
-    """Every command :func:`rtlab.sysinfo.read_system_info` may send, in its order."""
+    """Every command :func:`rtlab.measure.sysinfo.read_system_info` may send, in its order."""
     recorder = _Recorder()
     read_system_info(recorder)
     return tuple(recorder.commands)

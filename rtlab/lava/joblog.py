@@ -29,7 +29,7 @@ import attr
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
-from .board import PREFIX
+from rtlab.lava.board import PREFIX
 
 _BASE64 = re.compile(r"^[A-Za-z0-9+/]+={0,2}$")
 _YAML = YAML(typ="safe", pure=False)

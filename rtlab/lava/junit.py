@@ -22,10 +22,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..results import ci_context, write_atomic
-from .joblog import JobLog
-from .plan import Plan, PlannedCase
-from .records import LavaJob
+from rtlab.lava.joblog import JobLog
+from rtlab.lava.plan import Plan, PlannedCase
+from rtlab.lava.records import LavaJob
+from rtlab.verdict.record import ci_context, write_atomic
 
 # the classnames of tests/target's test cases (pytest's JUnit names them by module): a
 # LAVA job runs the same cases, and GitLab groups a report's cases by classname
@@ -196,7 +196,7 @@ def _verdict(element: ET.Element, verdict: str, message: str) -> None:
 
 
 def write_junit(path: Path, root: ET.Element) -> None:
-    """Atomically (rtlab.results.write_atomic): a runner killed while writing leaves the
+    """Atomically (rtlab.verdict.record.write_atomic): a runner killed while writing leaves the
     previous file or none, never half a report."""
     ET.indent(root)
     write_atomic(path, ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n")

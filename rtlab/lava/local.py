@@ -19,7 +19,7 @@ from pathlib import Path
 import attr
 from ruamel.yaml import YAML
 
-from . import templates
+from rtlab.lava import templates
 
 LAVA_RUN = "lava-run"
 LOG = "lava-job.log"

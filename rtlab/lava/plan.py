@@ -16,19 +16,13 @@ import attr
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
-from ..cyclictest import build_command, fifo_from_start
-from ..loads import LoadPart, make_load
-from ..rttests import TESTS, BoardRun, board_run
-from ..scenarios import Suite
-from ..suite import (
-    HIST_ON_BOARD,
-    JSON_ON_BOARD,
-    RT_JSON_ON_BOARD,
-    rt_tool_wait_s,
-)
-from ..sysinfo import cpu_list
-from ..vlab.boards import BOARD_MODELS, BoardModel
-from .facts import sysinfo_commands
+from rtlab.image.boards import BOARD_MODELS, BoardModel
+from rtlab.lava.facts import sysinfo_commands
+from rtlab.measure.cyclictest import HIST_ON_BOARD, JSON_ON_BOARD, build_command, fifo_from_start
+from rtlab.measure.loads import LoadPart, make_load
+from rtlab.measure.rttests import RT_JSON_ON_BOARD, TESTS, BoardRun, board_run, rt_tool_wait_s
+from rtlab.measure.suite import Suite
+from rtlab.measure.sysinfo import cpu_list
 
 SCHEMA = "rtlab.lava-plan/1"
 # the job's metadata key that holds the plan (as JSON text: LAVA keeps metadata values
@@ -36,7 +30,8 @@ SCHEMA = "rtlab.lava-plan/1"
 METADATA_KEY = "rtlab.plan"
 VIRTUAL_PREFIX = "qemu-"
 NO_HOST_SIDE = ("a LAVA job has no lab-host side for the network load (the host's TCP "
-                "stream into the board, rtlab.measure.HostStream): it runs on labgrid places")
+                "stream into the board, rtlab.measure.window.HostStream): it runs on labgrid "
+                "places")
 
 
 class PlanError(ValueError):
@@ -110,7 +105,7 @@ class PlannedCase:
         return [make_load(kind, dict(settings)) for kind, settings in self.loads.items()]
 
     def rt_run(self, plan: "Plan") -> BoardRun:
-        """The rt-test's run, as rtlab.rttests makes it for the plan's board (the same
+        """The rt-test's run, as rtlab.measure.rttests makes it for the plan's board (the same
         argv the job ran: the plan keeps it, and this rebuilds the rest)."""
         if self.tool is None:
             raise ValueError(f"{self.name} is no rt-test")

@@ -1,6 +1,6 @@
 """A finished LAVA job → rtlab result records (schema rtlab.result/2), one per case of its
-plan, judged by thresholds.yaml as a labgrid run judges them (rtlab.measure.judge_window
-for the loads, rtlab.suite.judge_latency for the gate).
+plan, judged by thresholds.yaml as a labgrid run judges them (rtlab.measure.window.judge_window
+for the loads, rtlab.verdict.judge.judge_latency for the gate).
 
 Verdicts, as on labgrid: ``pass``; ``fail`` when a limit is exceeded; ``error`` for
 everything that is no statement about latency: a job that ended before the case, evidence
@@ -17,9 +17,14 @@ from typing import Any
 
 import attr
 
-from .. import cyclictest, rttests
-from ..loads import LoadNotEffective, LoadPart
-from ..measure import (
+from rtlab.lava.facts import Answer, FactsError, replay_system_info
+from rtlab.lava.joblog import Evidence, JobLog
+from rtlab.lava.plan import Plan, PlanError, PlannedCase
+from rtlab.lava.render import TEST_NAME
+from rtlab.measure import cyclictest, rttests
+from rtlab.measure.loads import LoadNotEffective, LoadPart
+from rtlab.measure.sysinfo import SystemInfo
+from rtlab.measure.window import (
     ProgramFailed,
     Window,
     WindowStart,
@@ -27,14 +32,9 @@ from ..measure import (
     program_exit_code,
     started_loads,
 )
-from ..results import RUN_ID_VARIABLE, write_record
-from ..suite import judge_latency, judge_rt_tool, rt_tool_limits
-from ..sysinfo import SystemInfo
-from ..thresholds import Threshold, Thresholds
-from .facts import Answer, FactsError, replay_system_info
-from .joblog import Evidence, JobLog
-from .plan import Plan, PlanError, PlannedCase
-from .render import TEST_NAME
+from rtlab.verdict.judge import judge_latency, judge_rt_tool, rt_tool_limits
+from rtlab.verdict.record import RUN_ID_VARIABLE, write_record
+from rtlab.verdict.thresholds import Threshold, Thresholds
 
 RUNNER = "lava"
 SYSINFO = "sysinfo"
@@ -69,7 +69,7 @@ def _iso(when: datetime.datetime | None) -> str:
 
 
 def _system(plan: Plan, evidence: Evidence) -> SystemInfo:
-    """The board's facts, read back as rtlab.sysinfo reads them, and held against what
+    """The board's facts, read back as rtlab.measure.sysinfo reads them, and held against what
     the job was rendered for: the cases' CPUs were chosen from it."""
     garbled = evidence.garbled.get(SYSINFO, {})
     if garbled:
@@ -122,7 +122,7 @@ class _Case:
 
     def window(self, parts: list[LoadPart], cpus: int,
                load_cpus: list[int] | None) -> Window:
-        """The case's window from its evidence, the loads proven (rtlab.measure)."""
+        """The case's window from its evidence, the loads proven (rtlab.measure.window)."""
         program = list(self.case.program)
         start_rc = self.text("start.rc").strip()
         start = self.text("start.out").splitlines()
@@ -280,7 +280,7 @@ def _verdict(plan: Plan, case: PlannedCase, log: JobLog, evidence: Evidence,
 
 
 def write_records(folder: Path, records: Sequence[Mapping[str, Any]]) -> list[Path]:
-    """Each record written atomically (rtlab.results.write_record)."""
+    """Each record written atomically (rtlab.verdict.record.write_record)."""
     return [write_record(folder, dict(record)) for record in records]
 
 

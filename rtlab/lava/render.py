@@ -18,18 +18,18 @@ import attr
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
-from ..manifest import read_image_manifest
-from ..measure import LOAD_MARGIN_S, LOADED_SHELL_TIMEOUT_S
-from ..vlab.qemu import read_boot_config
-from . import board, templates
-from .plan import METADATA_KEY, Plan, board_model, is_virtual
+from rtlab.image.manifest import read_image_manifest
+from rtlab.lava import board, templates
+from rtlab.lava.plan import METADATA_KEY, Plan, board_model, is_virtual
+from rtlab.measure.window import LOAD_MARGIN_S, LOADED_SHELL_TIMEOUT_S
+from rtlab.vlab.qemu import read_boot_config
 
 # the initramfs by a name LAVA decompresses (it goes by the suffix) and unpacks (cpio)
 RAMDISK = "initrd.cpio.gz"
 PHYSICAL_TEMPLATES = {"imx6q": "imx6q-sabrelite.yaml.j2", "rpi3": "bcm2837-rpi-3-b.yaml.j2"}
 QEMU_TEMPLATE = "qemu.yaml.j2"
 TEST_NAME = "rtlab-latency"
-# the login of rtlab's images (rtlab.vlab.image: busybox getty, /etc/profile's prompt, the
+# the login of rtlab's images (rtlab.image.build: busybox getty, /etc/profile's prompt, the
 # line /init prints just before the login; env/virtual.yaml's ShellDriver waits for the same)
 LOGIN = {"login_prompt": "login:", "username": "root", "shell_prompt": "root@rtlab:",
          "start_message": "rtlab: rtlab-[a-z0-9]+ ready"}

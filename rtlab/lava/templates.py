@@ -8,7 +8,7 @@ from typing import Any
 
 import jinja2
 
-from ..paths import REPO_ROOT, repo_display
+from rtlab.util.paths import REPO_ROOT, repo_display
 
 JOBS_DIR = REPO_ROOT / "jobs"
 

@@ -6,14 +6,14 @@ from pathlib import Path
 
 import attr
 
-from ..results import write_atomic
-from ..store import Store
-from .data import Group, GroupKey, ReportData, collect, group_name
-from .html import Picture, page
-from .metrics import openmetrics
-from .pool import parallel_map
-from .selection import Selection
-from .summary import markdown
+from rtlab.report.data import Group, GroupKey, ReportData, collect, group_name
+from rtlab.report.html import Picture, page
+from rtlab.report.metrics import openmetrics
+from rtlab.report.pool import parallel_map
+from rtlab.report.selection import Selection
+from rtlab.report.summary import markdown
+from rtlab.store import Store
+from rtlab.verdict.record import write_atomic
 
 HTML_NAME = "report.html"
 # the figures' file name prefixes (plots.KINDS, without importing matplotlib)
@@ -36,7 +36,7 @@ class Written:
 def render(data: ReportData, *, workers: int | None = None) -> dict[GroupKey, list[Picture]]:
     """Every group's figures as PNG bytes, in the order the page shows them, drawn on
     every core (``workers``: at most that many processes), a figure per task."""
-    from . import plots
+    from rtlab.report import plots
 
     tasks = [(group, kind) for group in data.groups for kind in plots.kinds(group)]
     if len(tasks) > 1:
@@ -53,7 +53,7 @@ def _draw(task: tuple[Group, str]) -> Picture:
 
     # never a display: CI runners have none, and a desktop backend would open windows
     matplotlib.use("Agg", force=False)
-    from . import plots
+    from rtlab.report import plots
 
     group, kind = task
     return Picture(plots.file_name(group, kind), plots.png(plots.figure(group, kind)),

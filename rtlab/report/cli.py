@@ -5,8 +5,8 @@ import argparse
 import os
 from pathlib import Path
 
-from ..store import URL_VARIABLE, default_url, open_store
-from .selection import DEFAULT_BASELINE_RUNS, DEFAULT_MAX_SERIES, Selection
+from rtlab.report.selection import DEFAULT_BASELINE_RUNS, DEFAULT_MAX_SERIES, Selection
+from rtlab.store import URL_VARIABLE, default_url, open_store
 
 
 def _report_link(out_dir: Path) -> str | None:
@@ -23,8 +23,8 @@ def _report_link(out_dir: Path) -> str | None:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from .build import write_report
-    from .data import group_name
+    from rtlab.report.build import write_report
+    from rtlab.report.data import group_name
 
     if args.baseline_runs < 0 or args.max_series < 0:
         raise ValueError("--baseline-runs and --max-series must not be negative")

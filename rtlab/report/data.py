@@ -16,8 +16,9 @@ import attr
 import numpy as np
 from sqlalchemy.orm import Session
 
-from .. import stats
-from ..store.query import (
+from rtlab.report.pool import parallel_map
+from rtlab.report.selection import DEFAULT_QUANTILE, Selection
+from rtlab.store.query import (
     CaseFigures,
     CaseIdentity,
     CaseRow,
@@ -26,16 +27,15 @@ from ..store.query import (
     latest,
     series_counts,
 )
-from ..thresholds import DEFAULT_PATH as DEFAULT_THRESHOLDS
-from ..thresholds import (
+from rtlab.verdict import stats
+from rtlab.verdict.thresholds import DEFAULT_PATH as DEFAULT_THRESHOLDS
+from rtlab.verdict.thresholds import (
     StatisticsPolicy,
     Thresholds,
     ThresholdsError,
     format_us,
     load_thresholds,
 )
-from .pool import parallel_map
-from .selection import DEFAULT_QUANTILE, Selection
 
 MEASURED = ("pass", "fail")
 VERDICT_ORDER = ("fail", "error", "pass", "skipped")
@@ -94,7 +94,7 @@ class Exceeded:
 
 @attr.frozen
 class CompareResult:
-    """The candidate's tail quantile against its baseline's (rtlab.stats.compare), or why
+    """The candidate's tail quantile against its baseline's (rtlab.verdict.stats.compare), or why
     there is none."""
 
     outcome: str | None
@@ -109,14 +109,14 @@ class CompareResult:
     range_us: int | None = None
     warnings: tuple[str, ...] = ()
     # the quantile the outcome comes from, and (quantile, outcome, difference µs) of
-    # every quantile compared (rtlab.stats.compare_tail)
+    # every quantile compared (rtlab.verdict.stats.compare_tail)
     quantile: float | None = None
     compared: tuple[tuple[float, str, float], ...] = ()
 
 
 @attr.frozen
 class TailResult:
-    """The worst CPU's tail estimate (rtlab.stats.tail_estimate)."""
+    """The worst CPU's tail estimate (rtlab.verdict.stats.tail_estimate)."""
 
     cpu: int | None
     # the max_us limit the probability is of crossing
@@ -467,7 +467,7 @@ def _run_stats(task: _StatsTask) -> tuple[CompareResult | None, TailResult | Non
 
 def compare_histograms(candidate: CpuHistogram, baseline: Sequence[CpuHistogram],
                        quantile: float) -> CompareResult:
-    """rtlab.stats.compare_tail of all the candidate's wake-ups against the baseline
+    """rtlab.verdict.stats.compare_tail of all the candidate's wake-ups against the baseline
     runs': ``quantile`` and the higher decades the runs are long enough for."""
     try:
         result = stats.compare_tail(_stats_histogram(candidate),
@@ -490,7 +490,7 @@ def _stats_histogram(hist: CpuHistogram) -> stats.Histogram:
 
 def tail_result(hist: CpuHistogram, limit_us: float | None,
                 interval_us: int | None) -> TailResult:
-    """rtlab.stats.tail_estimate of one CPU against the max_us limit."""
+    """rtlab.verdict.stats.tail_estimate of one CPU against the max_us limit."""
     estimate = stats.tail_estimate(_stats_histogram(hist), limit_us, interval_us=interval_us)
     return TailResult(hist.cpu, limit_us, estimate.probability, estimate.per_hour,
                       estimate.bound_us, estimate.bound_ci_us,

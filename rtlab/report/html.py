@@ -10,9 +10,9 @@ from html import escape
 
 import attr
 
-from ..thresholds import format_us
-from .data import GroupKey, ReportData, Row, group_name, run_parts, series_name
-from .summary import longer_hint
+from rtlab.report.data import GroupKey, ReportData, Row, group_name, run_parts, series_name
+from rtlab.report.summary import longer_hint
+from rtlab.verdict.thresholds import format_us
 
 
 @attr.frozen
@@ -195,9 +195,9 @@ triangle at the range (a lower bound).</li>
 <li>Comparison: the tail quantile (p99.9 unless <code>thresholds.yaml</code> names another)
 of all CPUs' wake-ups of the candidate against the baseline runs', and each decade above it
 (p99.99, p99.999) that every run has 100 wake-ups beyond, each at its share of the confidence
-(hierarchical bootstrap, <code>rtlab.stats.compare_tail</code>): <em>regression</em> when at one
-of them the confidence interval of the difference lies above 0 and the difference beyond the
-tolerance, <em>no change</em> when none shows a regression and at the named quantile the
+(hierarchical bootstrap, <code>rtlab.verdict.stats.compare_tail</code>): <em>regression</em>
+when at one of them the confidence interval of the difference lies above 0 and the difference
+beyond the tolerance, <em>no change</em> when none shows a regression and at the named quantile the
 interval lies below the tolerance, otherwise <em>inconclusive</em>, with how much longer the
 candidate would have to run.</li>
 </ul>

@@ -12,7 +12,7 @@ board, flavour and scenario names, which hold neither.
 import math
 from collections.abc import Iterator
 
-from .data import ReportData, Row
+from rtlab.report.data import ReportData, Row
 
 # metric family -> its HELP text, in the order they are written
 FAMILIES = {

@@ -22,9 +22,18 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullLocator
 from matplotlib.transforms import blended_transform_factory
 
-from ..stats import DEFAULT_QUANTILE, quantile_name
-from ..thresholds import format_us
-from .data import CpuHistogram, Group, LatencyPlot, Limit, Overlay, Trend, group_name, merged
+from rtlab.report.data import (
+    CpuHistogram,
+    Group,
+    LatencyPlot,
+    Limit,
+    Overlay,
+    Trend,
+    group_name,
+    merged,
+)
+from rtlab.verdict.stats import DEFAULT_QUANTILE, quantile_name
+from rtlab.verdict.thresholds import format_us
 
 DPI = 100
 PANEL_WIDTH = 5.6

@@ -4,9 +4,7 @@ and where the full report is."""
 
 import math
 
-from ..stats import quantile_name
-from ..thresholds import format_us
-from .data import (
+from rtlab.report.data import (
     CompareResult,
     ReportData,
     Row,
@@ -15,6 +13,8 @@ from .data import (
     run_parts,
     series_name,
 )
+from rtlab.verdict.stats import quantile_name
+from rtlab.verdict.thresholds import format_us
 
 # what a message could trip GitLab's markdown with mid-line: code, emphasis, links, html,
 # table cells (">" and "#" only mean something at the start of a line, where no text of

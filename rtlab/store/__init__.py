@@ -22,8 +22,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from .ingest import IngestReport, Inputs, ingest, read_folder, read_inputs
-from .migrate import upgrade
+from rtlab.store.ingest import IngestReport, Inputs, ingest, read_folder, read_inputs
+from rtlab.store.migrate import upgrade
 
 DEFAULT_URL = "sqlite:///results.db"
 URL_VARIABLE = "RTLAB_RESULTS_DB"

@@ -4,8 +4,8 @@ import argparse
 import os
 from pathlib import Path
 
-from . import DEFAULT_URL, URL_VARIABLE, ingest_paths, open_store
-from .gitlab import (
+from rtlab.store import DEFAULT_URL, URL_VARIABLE, ingest_paths, open_store
+from rtlab.store.gitlab import (
     DEFAULT_JOB_PATTERN,
     DEFAULT_STAGE,
     JOB_TOKEN_VARIABLE,

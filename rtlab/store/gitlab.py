@@ -23,9 +23,9 @@ import gitlab
 import requests
 from gitlab.exceptions import GitlabError
 
-from ..paths import cache_dir
-from ..results import SCHEMA
-from .junit import ROOTS
+from rtlab.store.junit import ROOTS
+from rtlab.util.paths import cache_dir
+from rtlab.verdict.record import SCHEMA
 
 TOKEN_VARIABLE = "RTLAB_GITLAB_TOKEN"
 JOB_TOKEN_VARIABLE = "CI_JOB_TOKEN"

@@ -16,9 +16,8 @@ import attr
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
-from ..results import SCHEMA, read_record, record_file_name
-from .junit import SOURCE as JUNIT_SOURCE
-from .junit import (
+from rtlab.store.junit import SOURCE as JUNIT_SOURCE
+from rtlab.store.junit import (
     JUnitCase,
     JUnitSuite,
     case_record,
@@ -27,7 +26,8 @@ from .junit import (
     read_junit,
     record_file_of,
 )
-from .models import Case, CaseThreshold, CpuResult, Run, pack_counts
+from rtlab.store.models import Case, CaseThreshold, CpuResult, Run, pack_counts
+from rtlab.verdict.record import SCHEMA, read_record, record_file_name
 
 UNKNOWN = "unknown"
 PERCENTILE_COLUMNS = {"p50": "p50_us", "p99": "p99_us", "p99_9": "p99_9_us",
@@ -79,7 +79,7 @@ def run_key(record: Mapping[str, Any]) -> str:
 
 
 def _visible(path: Path, folder: Path) -> bool:
-    # dot files and folders are writers' temporary ones (rtlab.results.write_atomic, a
+    # dot files and folders are writers' temporary ones (rtlab.verdict.record.write_atomic, a
     # pull's download in progress)
     return not any(part.startswith(".") for part in path.relative_to(folder).parts)
 

@@ -17,7 +17,7 @@ from xml.parsers import expat
 
 import attr
 
-from ..results import CI_VARIABLES
+from rtlab.verdict.record import CI_VARIABLES
 
 SOURCE = "junit"
 ROOTS = ("testsuites", "testsuite")
@@ -261,7 +261,7 @@ def ci_variables(suite: JUnitSuite, case: JUnitCase) -> dict[str, str]:
 
 def run_key(suite: JUnitSuite, case: JUnitCase) -> str:
     """The run a JUnit-only case belongs to, in the form ``rtlab run`` gives its records'
-    run id (``rtlab.runner.run_id``) where JUnit says enough: a run id recorded as a
+    run id (``rtlab.lab.runner.run_id``) where JUnit says enough: a run id recorded as a
     property; the CI job (and place); else the file's name and the suite's start, which
     no other run shares (its name rather than its whole path: a pulled artifact is the
     same run wherever it is unpacked)."""

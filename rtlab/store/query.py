@@ -9,8 +9,8 @@ import numpy as np
 from sqlalchemy import Select, and_, case, false, func, or_, select, true
 from sqlalchemy.orm import Session, selectinload
 
-from .ingest import _utc
-from .models import Case, CpuResult, Run
+from rtlab.store.ingest import _utc
+from rtlab.store.models import Case, CpuResult, Run
 
 
 @attr.frozen

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 
 import attr
 
-from ..rttests import TESTS
-from ..store.query import CaseRow
-from ..thresholds import FIGURES
+from rtlab.measure.rttests import TESTS
+from rtlab.store.query import CaseRow
+from rtlab.verdict.thresholds import FIGURES
 
 MEASURED = ("pass", "fail")
 FIGURE_NAME = {metric: figure for figure, metric in FIGURES.items()}
@@ -96,7 +96,7 @@ class Series:
 
 
 def _fails(value: float | None, limit: float) -> bool:
-    # an unknown figure fails every limit, as rtlab.thresholds.check has it
+    # an unknown figure fails every limit, as rtlab.verdict.thresholds.check has it
     return value is None or value > limit
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import attr
 from sqlalchemy.orm import Session
 
-from ..store.query import CaseRow, CpuRow, history
-from ..thresholds import Threshold, Thresholds, ThresholdsError, check, format_us
-from .evidence import MEASURED, is_functional, md_row
+from rtlab.store.query import CaseRow, CpuRow, history
+from rtlab.tuning.evidence import MEASURED, is_functional, md_row
+from rtlab.verdict.thresholds import Threshold, Thresholds, ThresholdsError, check, format_us
 
 
 @attr.frozen
@@ -126,7 +126,7 @@ def _worst_per_figure(failures: Sequence[Failure]) -> list[Failure]:
 
 def judge(case: CaseRow, limits: Mapping[str, Threshold]) -> list[Failure]:
     """The stored case's figures judged like the suite judges them when it runs: per gated
-    CPU (or rt-test thread) by :func:`rtlab.thresholds.check`, and a CPU that never woke up
+    CPU (or rt-test thread) by :func:`rtlab.verdict.thresholds.check`, and a CPU that never woke up
     fails whatever the limits."""
     if case.kind == "rt-test":
         # these tools keep no histogram: a p99.9 they inherit is cyclictest's

@@ -35,7 +35,7 @@ changes, that limit is pinned on its own level. Every level whose numbers change
 The file is edited in ruamel.yaml's round-trip mode, so comments, blank lines, key order,
 folded reasons and anchors stay and only the changed levels' lines differ (a reason that
 other levels alias moves, whole, to the first of them). The edited file must load with
-:func:`rtlab.thresholds.load_thresholds` and give every case the planned limit before it
+:func:`rtlab.verdict.thresholds.load_thresholds` and give every case the planned limit before it
 replaces the original; otherwise the original is left as it was.
 """
 
@@ -48,10 +48,9 @@ import attr
 from ruamel.yaml.comments import CommentedMap
 from sqlalchemy.orm import Session
 
-from ..scenarios import Suite, load_suite
-from ..store.query import CaseRow, history
-from ..thresholds import METRICS, Threshold, ThresholdsError, format_us, load_thresholds
-from .evidence import (
+from rtlab.measure.suite import Suite, load_suite
+from rtlab.store.query import CaseRow, history
+from rtlab.tuning.evidence import (
     FIGURE_NAME,
     MEASURED,
     Evidence,
@@ -61,7 +60,7 @@ from .evidence import (
     is_functional,
     md_row,
 )
-from .yamledit import (
+from rtlab.tuning.yamledit import (
     Node,
     apply_limits,
     dump,
@@ -72,6 +71,7 @@ from .yamledit import (
     round_trip_yaml,
     write_checked,
 )
+from rtlab.verdict.thresholds import METRICS, Threshold, ThresholdsError, format_us, load_thresholds
 
 
 @attr.frozen

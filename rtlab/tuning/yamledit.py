@@ -14,10 +14,10 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.scalarstring import FoldedScalarString
 
-from ..results import write_atomic
-from ..scenarios import Suite
-from ..thresholds import METRICS, ThresholdsError, load_thresholds
-from .evidence import Series
+from rtlab.measure.suite import Suite
+from rtlab.tuning.evidence import Series
+from rtlab.verdict.record import write_atomic
+from rtlab.verdict.thresholds import METRICS, ThresholdsError, load_thresholds
 
 # wrap written reasons like the hand-written ones
 _REASON_WIDTH = 92

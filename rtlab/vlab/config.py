@@ -7,8 +7,8 @@ from typing import Any
 
 import attr
 
-from ..yamlfile import YamlFileError, line_of, load_yaml
-from .boards import BOARD_MODELS, GATEWAY, STREAM_PORT
+from rtlab.image.boards import BOARD_MODELS, GATEWAY, STREAM_PORT
+from rtlab.util.yamlfile import YamlFileError, line_of, load_yaml
 
 LOOPBACK = "127.0.0.1"
 TOP_KEYS = {"coordinator_port", "api_port", "exporter_name", "boards"}

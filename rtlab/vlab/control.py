@@ -12,7 +12,7 @@ from pathlib import Path
 
 import requests
 
-from .config import VlabConfig
+from rtlab.vlab.config import VlabConfig
 
 START_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 15.0

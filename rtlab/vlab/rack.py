@@ -11,11 +11,11 @@ from pathlib import Path
 
 import attrs
 
-from .boards import board_model
-from .config import VirtualBoard
-from .faults import CloseWriteWatch, ConsoleWatch, Fault, FaultPlan, corrupt
-from .qemu import BootConfigError, qemu_command, read_boot_config
-from .serial import SerialLine
+from rtlab.image.boards import board_model
+from rtlab.vlab.config import VirtualBoard
+from rtlab.vlab.faults import CloseWriteWatch, ConsoleWatch, Fault, FaultPlan, corrupt
+from rtlab.vlab.qemu import BootConfigError, qemu_command, read_boot_config
+from rtlab.vlab.serial import SerialLine
 
 # QEMU SD cards must have a power-of-two size; a blank card of this size is what the slot
 # holds before anything was ever written.

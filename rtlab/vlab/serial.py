@@ -18,7 +18,7 @@ from pathlib import Path
 import attr
 from serial import rfc2217
 
-from .config import LOOPBACK
+from rtlab.vlab.config import LOOPBACK
 
 READ_SIZE = 4096
 IAC = b"\xff"

@@ -12,10 +12,10 @@ from pathlib import Path
 
 from aiohttp import web
 
-from ..lab import client as labgrid_client
-from .config import LOOPBACK, VlabConfig
-from .faults import PDU_TIMEOUT_DEFAULT_S, Fault, FaultError
-from .rack import BoardSlot, RackError, host_view_path
+from rtlab.lab import client as labgrid_client
+from rtlab.vlab.config import LOOPBACK, VlabConfig
+from rtlab.vlab.faults import PDU_TIMEOUT_DEFAULT_S, Fault, FaultError
+from rtlab.vlab.rack import BoardSlot, RackError, host_view_path
 
 logger = logging.getLogger("vlab")
 LABGRID_START_TIMEOUT_S = 60.0

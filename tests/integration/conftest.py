@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from rtlab import paths
+from rtlab.image.build import build_image
+from rtlab.util import paths
 from rtlab.vlab import control
 from rtlab.vlab.config import VlabConfig, load_config
-from rtlab.vlab.image import build_image
 
 
 def qemu_processes() -> list[str]:

@@ -14,9 +14,9 @@ import pytest
 from ruamel.yaml import YAML
 from sdcard import copy_image, replace_boot_file
 
-from rtlab.paths import REPO_ROOT
 from rtlab.store import open_store
 from rtlab.store.query import history
+from rtlab.util.paths import REPO_ROOT
 
 RTLAB = [sys.executable, "-m", "rtlab.cli"]
 CLIENT = str(Path(sys.executable).parent / "labgrid-client")

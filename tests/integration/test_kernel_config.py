@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from rtlab import cli, paths
+from rtlab import cli
 from rtlab.kernel import spec
 from rtlab.kernel.config import configure
 from rtlab.kernel.source import SourceTree, prepare_source
+from rtlab.util import paths
 
 UNMET = Path(__file__).resolve().parents[1] / "data" / "kernel" / "unmet-dependency.config"
 

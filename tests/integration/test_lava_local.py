@@ -14,8 +14,8 @@ import pytest
 
 from rtlab.cli import main
 from rtlab.lava.joblog import read_log
-from rtlab.results import read_record
 from rtlab.store import ingest_paths, open_store
+from rtlab.verdict.record import read_record
 
 pytestmark = pytest.mark.lava
 

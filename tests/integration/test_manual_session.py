@@ -12,7 +12,7 @@ import re
 import pexpect
 import pytest
 
-from rtlab import paths
+from rtlab.util import paths
 from rtlab.vlab import control
 from rtlab.vlab.config import load_config
 

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from rtlab.paths import REPO_ROOT
+from rtlab.util.paths import REPO_ROOT
 
 pytestmark = pytest.mark.vlab
 
@@ -105,7 +105,7 @@ def test_a_change_outside_the_boards_paths_runs_no_board_job(clone, gitlab_ci_lo
 
 def test_a_broken_image_is_an_error(vlab, clone, rack_variables, tmp_path):
     pipeline_times.commit_change(clone, "image: a broken init", {
-        "rtlab/vlab/files/init": lambda text: text.replace(
+        "rtlab/image/files/init": lambda text: text.replace(
             "export PATH=/usr/sbin:/usr/bin:/sbin:/bin\n",
             "export PATH=/usr/sbin:/usr/bin:/sbin:/bin\nexit 1\n", 1)})
     # a board that cannot boot: wait 25 s for a login, twice, not 180 s three times
@@ -155,7 +155,7 @@ def test_a_non_rt_kernel_against_rt_thresholds_fails_on_the_latency_gate(
         return out.getvalue()
 
     pipeline_times.commit_change(clone, "kernel: the rt build loses PREEMPT_RT", {
-        "rtlab/vlab/boards.py": stock_kernel_for_rt, "thresholds.yaml": rt_limit})
+        "rtlab/image/boards.py": stock_kernel_for_rt, "thresholds.yaml": rt_limit})
 
     result = run(clone, rack_variables, "test: [imx6q,rt]")
 

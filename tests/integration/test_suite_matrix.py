@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from sdcard import copy_image, read_boot_file, replace_boot_file
 
-from rtlab.paths import REPO_ROOT
-from rtlab.rttests import TESTS
-from rtlab.scenarios import load_suite
+from rtlab.measure.rttests import TESTS
+from rtlab.measure.suite import load_suite
+from rtlab.util.paths import REPO_ROOT
 
 BOARD, FLAVOUR, PLACE = "qemu-imx6q", "rt", "imx6q-01"
 # long enough that cyclictest's threads start on every CPU under the heaviest loads on the
@@ -194,8 +194,8 @@ scenarios:
 
 
 def test_an_ineffective_load_is_an_error_never_a_verdict(vlab, image, tmp_path):
-    """End to end for one load; every other proof's failure is a unit test of rtlab.loads
-    and rtlab.measure, through the same exception and the same fixture."""
+    """End to end for one load; every other proof's failure is a unit test of rtlab.measure.loads
+    and rtlab.measure.window, through the same exception and the same fixture."""
     suite = tmp_path / "suite.yaml"
     suite.write_text(INEFFECTIVE_SUITE)
     thresholds = tmp_path / "thresholds.yaml"
@@ -210,7 +210,7 @@ def test_an_ineffective_load_is_an_error_never_a_verdict(vlab, image, tmp_path):
     assert record["name"] == name
     assert record["verdict"] == "error"
     assert record["message"].startswith(
-        "rtlab.loads.LoadNotEffective: load not effective: disk writes to /proc stopped: "
+        "rtlab.measure.loads.LoadNotEffective: load not effective: disk writes to /proc stopped: "
         "\"failed: dd: "), record["message"]
     case = junit_cases(tmp_path / "out" / f"junit-{PLACE}.xml")[name]
     assert case.find("error") is not None and case.find("failure") is None

@@ -9,7 +9,7 @@ import requests
 import serial
 from labgrid.driver.power import simplerest
 
-from rtlab import paths
+from rtlab.util import paths
 from rtlab.vlab.config import LOOPBACK
 from rtlab.vlab.rack import host_view_path
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from rtlab.paths import REPO_ROOT
+from rtlab.util.paths import REPO_ROOT
 
 BOARD, FLAVOUR, THRESHOLDS_FLAVOUR = "imx6q", "preempt-rt", "rt"
 PLACE = "imx6q-01"

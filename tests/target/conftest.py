@@ -10,13 +10,13 @@ from labgrid.driver.exception import ExecutionError
 from labgrid.exceptions import NoResourceFoundError
 from labgrid.resource.remote import RemotePlace
 
-from rtlab.errors import InfrastructureError
 from rtlab.lab.strategy import caused_by
-from rtlab.loads import HostTraffic
-from rtlab.rttests import TESTS
-from rtlab.scenarios import load_suite
-from rtlab.sysinfo import read_system_info
-from rtlab.thresholds import load_thresholds
+from rtlab.measure.loads import HostTraffic
+from rtlab.measure.rttests import TESTS
+from rtlab.measure.suite import load_suite
+from rtlab.measure.sysinfo import read_system_info
+from rtlab.util.errors import InfrastructureError
+from rtlab.verdict.thresholds import load_thresholds
 
 BOARD_KEY = pytest.StashKey[object]()
 

@@ -4,15 +4,11 @@ board; one test case per scenario × interval."""
 import attr
 import pytest
 
-from rtlab import cyclictest
-from rtlab.errors import InfrastructureError
-from rtlab.measure import ProgramFailed, run_window
-from rtlab.suite import (
-    HIST_ON_BOARD,
-    JSON_ON_BOARD,
-    cpu_figures,
-    judge_latency,
-)
+from rtlab.measure import cyclictest
+from rtlab.measure.cyclictest import HIST_ON_BOARD, JSON_ON_BOARD
+from rtlab.measure.window import ProgramFailed, run_window
+from rtlab.util.errors import InfrastructureError
+from rtlab.verdict.judge import cpu_figures, judge_latency
 
 
 @pytest.fixture

@@ -10,11 +10,12 @@ import shlex
 
 import pytest
 
-from rtlab import rttests
-from rtlab.errors import InfrastructureError
-from rtlab.measure import ProgramFailed, run_window
-from rtlab.suite import RT_JSON_ON_BOARD as JSON_ON_BOARD
-from rtlab.suite import judge_rt_tool, rt_tool_limits, rt_tool_wait_s
+from rtlab.measure import rttests
+from rtlab.measure.rttests import RT_JSON_ON_BOARD as JSON_ON_BOARD
+from rtlab.measure.rttests import rt_tool_wait_s
+from rtlab.measure.window import ProgramFailed, run_window
+from rtlab.util.errors import InfrastructureError
+from rtlab.verdict.judge import judge_rt_tool, rt_tool_limits
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
-"""Samples shared by the tests of rtlab.loads and rtlab.measure: what a Linux 6.1 board
-prints in /proc, and where a virtual board's network load sends its traffic."""
+"""Samples shared by the tests of rtlab.measure.loads and rtlab.measure.window: what a Linux
+6.1 board prints in /proc, and where a virtual board's network load sends its traffic."""
 
-from rtlab.loads import HostTraffic
+from rtlab.measure.loads import HostTraffic
 
 # /proc/stat of a 4-CPU board (Linux 6.1, USER_HZ 100), read 5 s apart with CPUs 0 and 1
 # busy (stress-ng) and CPUs 2 and 3 isolated and idle

@@ -10,28 +10,28 @@ from types import SimpleNamespace
 import pytest
 from aiohttp import web
 
-from rtlab.envfile import check_env_file, check_exporter_file
-from rtlab.jsonfile import JsonFileError
-from rtlab.loads import DiskLoad, HostTraffic, NetworkLoad
-from rtlab.manifest import read_image_manifest
-from rtlab.measure import StartedLoad, window_script
-from rtlab.paths import REPO_ROOT
-from rtlab.results import SCHEMA, read_record, write_record
-from rtlab.scenarios import SuiteFileError, load_suite
-from rtlab.suite import image_manifest_for
-from rtlab.thresholds import ThresholdsError, load_thresholds
-from rtlab.thresholds_cli import show
-from rtlab.vlab.boards import board_model
+from rtlab.image.boards import board_model
+from rtlab.image.manifest import read_image_manifest
+from rtlab.lab.envfile import check_env_file, check_exporter_file
+from rtlab.measure.loads import DiskLoad, HostTraffic, NetworkLoad
+from rtlab.measure.suite import SuiteFileError, load_suite
+from rtlab.measure.window import StartedLoad, window_script
+from rtlab.pytestplugin.record import image_manifest_for
+from rtlab.util.jsonfile import JsonFileError
+from rtlab.util.paths import REPO_ROOT
+from rtlab.util.yamlfile import YamlFileError
+from rtlab.verdict.cli import show
+from rtlab.verdict.record import SCHEMA, read_record, write_record
+from rtlab.verdict.thresholds import ThresholdsError, load_thresholds
 from rtlab.vlab.config import load_config
 from rtlab.vlab.server import VirtualRack
-from rtlab.yamlfile import YamlFileError
 
 SHA = "ab" * 32
 ENV = REPO_ROOT / "env"
 
 
 def good_manifest() -> dict:
-    """The keys ``rtlab image build`` writes that the suite reads (rtlab/vlab/image.py)."""
+    """The keys ``rtlab image build`` writes that the suite reads (rtlab/image/build.py)."""
     return {
         "schema": 1, "image_id": SHA[:16], "board": "imx6q", "flavour": "rt", "arch": "armhf",
         "kernel": {"metapackage": "linux-image-rt-armmp", "metapackage_version": "6.1",

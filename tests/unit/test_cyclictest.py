@@ -1,4 +1,4 @@
-"""rtlab.cyclictest against real rt-tests 2.4 output (tests/data/cyclictest/README.md says
+"""rtlab.measure.cyclictest against real rt-tests 2.4 output (tests/data/cyclictest/README.md says
 how each file was captured or derived)."""
 
 import json
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rtlab.cyclictest import (
+from rtlab.measure.cyclictest import (
     CyclictestParseError,
     NoWakeup,
     build_command,

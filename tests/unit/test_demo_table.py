@@ -1,6 +1,6 @@
-"""rtlab.demo: the table printed at the end of `make demo`, from result records."""
+"""rtlab.vlab.demo: the table printed at the end of `make demo`, from result records."""
 
-from rtlab.demo import format_table
+from rtlab.vlab.demo import format_table
 
 
 def record(name: str, verdict: str, cpus: list[dict], message: str = "") -> dict:
@@ -29,9 +29,9 @@ def test_each_demo_adds_to_the_shared_store_and_the_report_covers_them_all(tmp_p
     import shutil
     from pathlib import Path
 
-    from rtlab.demo import report_on_history
     from rtlab.store import open_store
     from rtlab.store.query import history
+    from rtlab.vlab.demo import report_on_history
 
     records = Path(__file__).resolve().parents[1] / "data" / "records" / "vlab-imx6q-rt"
     first = tmp_path / "demo-1"

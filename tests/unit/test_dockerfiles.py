@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from rtlab.paths import REPO_ROOT
+from rtlab.util.paths import REPO_ROOT
 
 DOCKER = REPO_ROOT / "docker"
 DOCKERFILES = sorted(DOCKER.glob("*/Dockerfile"))

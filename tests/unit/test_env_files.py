@@ -12,10 +12,10 @@ from labgrid.remote.config import ResourceConfig
 from labgrid.strategy.common import StrategyError
 from ruamel.yaml import YAML
 
-from rtlab.envfile import check_env_file, check_exporter_file
 from rtlab.lab.drivers import VirtualSDMuxDriver, VirtualStorageDriver
+from rtlab.lab.envfile import check_env_file, check_exporter_file
 from rtlab.lab.strategy import RTLabStrategy
-from rtlab.paths import REPO_ROOT
+from rtlab.util.paths import REPO_ROOT
 from rtlab.vlab.config import load_config
 from rtlab.vlab.server import exporter_config
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from rtlab.errors import FlashError
 from rtlab.lab.flashverify import read_bmap, readback_script, verify_card
+from rtlab.util.errors import FlashError
 from rtlab.vlab.faults import CORRUPT_OFFSET, corrupt
 
 BLOCK = 4096

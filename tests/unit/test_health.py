@@ -33,7 +33,7 @@ from rtlab.lab.health import (
     run_event,
     shared_health,
 )
-from rtlab.paths import health_dir
+from rtlab.util.paths import health_dir
 from tests.ports import free_port
 
 PLACE = "imx6q-01"

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from rtlab.manifest import read_image_manifest
-from rtlab.vlab import image
-from rtlab.vlab.boards import BOARD_MODELS
-from rtlab.vlab.debian import DebPackage
+from rtlab.image import build as image
+from rtlab.image.boards import BOARD_MODELS
+from rtlab.image.debian import DebPackage
+from rtlab.image.manifest import read_image_manifest
 
 RELEASE = "6.12.100-rt15"
 MODEL = BOARD_MODELS["imx6q"]

@@ -1,11 +1,11 @@
-"""rtlab.kconfig: options of a kernel .config, its preemption model, and the pattern of the
+"""rtlab.kernel.kconfig: options of a kernel .config, its preemption model, and the pattern of the
 options that are grepped on the board."""
 
 import subprocess
 
 import pytest
 
-from rtlab.kconfig import RELEVANT, options, preemption_model
+from rtlab.kernel.kconfig import RELEVANT, options, preemption_model
 
 # excerpt of a 6.1 armhf .config (stock kernel): comments, unset options, strings, numbers
 STD_CONFIG = """\

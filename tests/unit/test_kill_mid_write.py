@@ -11,7 +11,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from rtlab.results import read_record
+from rtlab.verdict.record import read_record
 
 # a report big enough that writing it takes a while, so the kill lands during the write
 CASES = 3000
@@ -48,7 +48,7 @@ def test_junit_killed_mid_write_keeps_the_previous_report(tmp_path):
     reports = tmp_path / "reports"
     reports.mkdir()
     junit = reports / "junit.xml"
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "rtlab.junit_atomic",
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "rtlab.pytestplugin.junit",
            "-p", "no:cacheprovider", "-o", "junit_logging=system-out",
            f"--junitxml={junit}", "--rootdir", str(tests), str(tests / "test_many.py")]
 
@@ -73,7 +73,7 @@ def test_result_records_killed_mid_write_are_whole_or_absent(tmp_path):
     writer = textwrap.dedent(f"""
         import sys
         from pathlib import Path
-        from rtlab.results import write_record
+        from rtlab.verdict.record import write_record
 
         folder = Path({str(results)!r})
         for n in range(100000):

@@ -1,4 +1,4 @@
-"""rtlab.lava: jobs rendered from jobs/ with rtlab.measure's own scripts, checked by LAVA's
+"""rtlab.lava: jobs rendered from jobs/ with rtlab.measure.window's own scripts, checked by LAVA's
 schema with file:line complaints, and a job's log turned into result records judged as a
 labgrid run judges them, where whatever is not a measurement (a job cut short, a log cut
 off or garbled, a load that did not run) is an error."""
@@ -24,12 +24,12 @@ from rtlab.lava import board, local, records, render, server, validate
 from rtlab.lava.joblog import LavaLogError, read_log
 from rtlab.lava.plan import METADATA_KEY, PlanError, image_facts, make_plan, plan_of_job
 from rtlab.lava.templates import JOBS_DIR
-from rtlab.measure import LOAD_OVERRUN_S, started_loads, window_script
-from rtlab.paths import REPO_ROOT
-from rtlab.results import read_record
-from rtlab.scenarios import load_suite
+from rtlab.measure.suite import load_suite
+from rtlab.measure.window import LOAD_OVERRUN_S, started_loads, window_script
 from rtlab.store import ingest_paths, open_store
-from rtlab.thresholds import load_thresholds
+from rtlab.util.paths import REPO_ROOT
+from rtlab.verdict.record import read_record
+from rtlab.verdict.thresholds import load_thresholds
 from tests.lava_log import LOG, file_start, garble_evidence, log_lines
 
 DATA = REPO_ROOT / "tests" / "data" / "lava"
@@ -65,9 +65,9 @@ def test_qemu_job_runs_the_windows_rtlab_measure_writes():
     job = load(render.render_job(plan, qemu_source()))
     assert job["device_type"] == "qemu"
     steps = job["actions"][2]["test"]["definitions"][0]["repository"]["run"]["steps"]
-    # each measured case's window is rtlab.measure's script itself, not a copy
+    # each measured case's window is rtlab.measure.window's script itself, not a copy
     for case in plan.cases:
-        # loads started for the window and the margin rtlab.measure stops them after
+        # loads started for the window and the margin rtlab.measure.window stops them after
         expected = window_script(list(case.program), started_loads(case.parts()), 4,
                                  case.wait_s + LOAD_OVERRUN_S)
         assert any(step.endswith(f"\n{expected.rstrip()}\n{board.HEREDOC_END}")
@@ -126,7 +126,7 @@ def test_the_plan_skips_what_a_labgrid_run_skips_and_isolates_like_it():
 
 
 def test_the_plan_runs_the_other_rt_tests_as_a_labgrid_run_does():
-    from rtlab import rttests
+    from rtlab.measure import rttests
 
     plan = plan_for(scenarios=("idle",), rt_tests=("signaltest", "pip_stress"))
     idle, signaltest, pip_stress = plan.cases

@@ -15,12 +15,12 @@ from rtlab.lava import records
 from rtlab.lava.joblog import read_log
 from rtlab.lava.junit import case_properties, job_junit, write_junit
 from rtlab.lava.plan import plan_of_job
-from rtlab.paths import REPO_ROOT
-from rtlab.results import read_record
-from rtlab.scenarios import load_suite
+from rtlab.measure.suite import load_suite
 from rtlab.store import ingest_paths, open_store
 from rtlab.store.junit import read_junit
-from rtlab.thresholds import load_thresholds
+from rtlab.util.paths import REPO_ROOT
+from rtlab.verdict.record import read_record
+from rtlab.verdict.thresholds import load_thresholds
 from tests.lava_log import LOG, file_start, garble_evidence, log_lines
 
 DATA = REPO_ROOT / "tests" / "data"
@@ -285,7 +285,7 @@ def test_the_figures_are_the_properties_tests_target_records():
     against the labgrid path's JUnit of such a case (tests/data/junit/pytest-xunit1)."""
     record = {
         "load_check": {"cpu_utilisation": 0.991},
-        # as rtlab.suite.judge_latency keeps them: by thread, the silent one among them
+        # as rtlab.verdict.judge.judge_latency keeps them: by thread, the silent one among them
         "cpus": [
             {"cpu": 0, "thread": 0, "samples": 5000, "max_us": 61, "avg_us": 9.25,
              "percentiles_us": {"p99_9": 31}, "tail": {"bound_us": 57.26}},
@@ -324,7 +324,7 @@ def test_the_figures_are_the_properties_tests_target_records():
 def test_the_report_is_replaced_whole_or_not_at_all(tmp_path, monkeypatch):
     """Written beside and renamed over the old one: a runner killed before the rename
     leaves the previous report, complete, and no half-written one."""
-    import rtlab.results
+    import rtlab.verdict.record
 
     plan = plan_of_job(JOB.read_text(), str(JOB))
     log = read_log(LOG.read_text(), str(LOG))
@@ -339,7 +339,7 @@ def test_the_report_is_replaced_whole_or_not_at_all(tmp_path, monkeypatch):
     def killed(*_args):
         raise OSError("killed before the rename")
 
-    monkeypatch.setattr(rtlab.results.os, "replace", killed)
+    monkeypatch.setattr(rtlab.verdict.record.os, "replace", killed)
     again = job_junit(plan, log, job, judged, paths, label="other")
     with pytest.raises(OSError, match="killed"):
         write_junit(report, again)

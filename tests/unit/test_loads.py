@@ -1,5 +1,5 @@
-"""rtlab.loads: /proc/stat accounting, the scripts each load runs on the board, and the proof
-that a load ran (every not-effective case must say so, never pass)."""
+"""rtlab.measure.loads: /proc/stat accounting, the scripts each load runs on the board, and the
+proof that a load ran (every not-effective case must say so, never pass)."""
 
 import os
 import re
@@ -11,7 +11,7 @@ import attr
 import pytest
 from proc_samples import ICMP_HEADER_6_1, STAT_AFTER, STAT_BEFORE, TCP_HEADER, TRAFFIC
 
-from rtlab.loads import (
+from rtlab.measure.loads import (
     KINDS,
     SNMP_COUNTERS,
     CpuLoad,
@@ -172,7 +172,7 @@ def test_network_script_pings_by_path():
     assert load.script(cpus=4, seconds=125) == (
         "(sleep 125 | nc -l -p 5001 >/dev/null) & "
         '/bin/ping -f -q -s 1400 -w 125 10.0.2.2; echo "ping-rc=$?"')
-    # the kernel's counters are read at the window's edges (rtlab.measure)
+    # the kernel's counters are read at the window's edges (rtlab.measure.window)
     assert load.probe == SNMP_COUNTERS == "grep -E '^(Icmp|Tcp):' /proc/net/snmp"
     assert load.min_utilisation(4) == 0.0
 

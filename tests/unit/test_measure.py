@@ -1,4 +1,4 @@
-"""rtlab.measure: one measurement window against a fake board shell that records what it is
+"""rtlab.measure.window: one measurement window against a fake board shell that records what it is
 sent and answers as a 4-CPU Linux 6.1 board would, and the window script run by a real sh.
 
 The loads are proven by the CPUs' utilisation from the board's two /proc/stat readings (and
@@ -23,8 +23,8 @@ import attr
 import pytest
 from proc_samples import ICMP_HEADER_6_1, STAT_AFTER, STAT_BEFORE, TCP_HEADER, TRAFFIC
 
-from rtlab import measure
-from rtlab.loads import (
+from rtlab.measure import window as measure
+from rtlab.measure.loads import (
     PROGRESS_LINE,
     CpuLoad,
     CpuTimes,
@@ -36,7 +36,7 @@ from rtlab.loads import (
     NetworkLoad,
     tally,
 )
-from rtlab.measure import (
+from rtlab.measure.window import (
     LOAD_MARGIN_S,
     LOAD_OVERRUN_S,
     LOADAVG_MIN_UTILISATION,

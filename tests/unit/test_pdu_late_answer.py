@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from labgrid import Environment
 
-from rtlab.errors import PowerError
 from rtlab.lab.strategy import RTLabStrategy
+from rtlab.util.errors import PowerError
 
 PDU_TIMEOUT_S = 0.5
 # nothing listens there: whatever the fake backend does not stand in for fails at once

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
+from rtlab.image.boards import BOARD_MODELS, FLAVOURS
 from rtlab.kernel.build import default_ccache_dir
-from rtlab.paths import REPO_ROOT, kernel_cache_dir
-from rtlab.vlab.boards import BOARD_MODELS, FLAVOURS
+from rtlab.util.paths import REPO_ROOT, kernel_cache_dir
 
 PIPELINE = REPO_ROOT / ".gitlab-ci.yml"
 KEYWORDS = {"workflow", "stages", "variables", "default", "include", "image", "services",

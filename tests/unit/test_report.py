@@ -10,15 +10,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rtlab.cyclictest import percentiles
+from rtlab.measure.cyclictest import percentiles
 from rtlab.report.build import write_report
 from rtlab.report.cli import register
 from rtlab.report.data import CpuHistogram, collect, compare_histograms, series_name
 from rtlab.report.selection import Selection
-from rtlab.results import SCHEMA, record_file_name
 from rtlab.store import ingest_folder, open_store
 from rtlab.store.query import case_figures, history, latest
-from rtlab.thresholds import load_thresholds
+from rtlab.verdict.record import SCHEMA, record_file_name
+from rtlab.verdict.thresholds import load_thresholds
 
 RECORDS = Path(__file__).resolve().parents[1] / "data" / "records" / "vlab-imx6q-rt"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -381,7 +381,7 @@ def test_tail_estimates_when_asked(store, tmp_path):
 
 def test_a_regression_fails_the_report_only_where_thresholds_make_statistics_gating(
         store, tmp_path, capsys):
-    from rtlab.paths import REPO_ROOT
+    from rtlab.util.paths import REPO_ROOT
 
     text = (REPO_ROOT / "thresholds.yaml").read_text()
     anchor = "  imx6q:\n    flavours:\n      rt:\n        max_us: 150\n"

@@ -3,8 +3,8 @@ import os
 
 import pytest
 
-from rtlab.results import SCHEMA, read_record, write_atomic, write_record
-from rtlab.suite import CaseRecord
+from rtlab.pytestplugin.record import CaseRecord
+from rtlab.verdict.record import SCHEMA, read_record, write_atomic, write_record
 
 
 class Report:
@@ -109,7 +109,7 @@ def test_records_of_one_run_carry_its_run_id(tmp_path, monkeypatch):
 
 
 def test_run_id_is_the_ci_job_in_a_pipeline_and_unique_elsewhere(monkeypatch):
-    from rtlab.runner import run_id
+    from rtlab.lab.runner import run_id
 
     monkeypatch.delenv("RTLAB_RUN_ID", raising=False)
     monkeypatch.delenv("CI_JOB_ID", raising=False)

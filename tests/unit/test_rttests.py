@@ -1,4 +1,4 @@
-"""rtlab.rttests against real rt-tests 2.4 output from the virtual boards
+"""rtlab.measure.rttests against real rt-tests 2.4 output from the virtual boards
 (tests/data/rttests/README.md says how each file was captured or derived)."""
 
 import json
@@ -12,8 +12,8 @@ from pathlib import Path
 import attr
 import pytest
 
-from rtlab import rttests
-from rtlab.rttests import (
+from rtlab.measure import rttests
+from rtlab.measure.rttests import (
     HANG_MARGIN_S,
     KILLED,
     PIP_STRESS_OUT,

@@ -1,4 +1,4 @@
-"""rtlab.scenarios: the repository's suite.yaml, per-board overrides, and bad suite files
+"""rtlab.measure.suite: the repository's suite.yaml, per-board overrides, and bad suite files
 refused with file:line."""
 
 import re
@@ -7,10 +7,17 @@ from pathlib import Path
 import attr
 import pytest
 
-from rtlab.loads import CpuLoad, DiskLoad, HackbenchLoad, HostTraffic, MemoryLoad, NetworkLoad
-from rtlab.paths import REPO_ROOT
-from rtlab.scenarios import DEFAULT_PATH, RT_TESTS, SuiteFileError, load_suite
-from rtlab.yamlfile import YamlFileError
+from rtlab.measure.loads import (
+    CpuLoad,
+    DiskLoad,
+    HackbenchLoad,
+    HostTraffic,
+    MemoryLoad,
+    NetworkLoad,
+)
+from rtlab.measure.suite import DEFAULT_PATH, RT_TESTS, SuiteFileError, load_suite
+from rtlab.util.paths import REPO_ROOT
+from rtlab.util.yamlfile import YamlFileError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "suite"
 

@@ -1,4 +1,4 @@
-"""rtlab.stats: histograms, the GPD tail estimate and the bootstrap regression test, on
+"""rtlab.verdict.stats: histograms, the GPD tail estimate and the bootstrap regression test, on
 histograms drawn from known distributions (so the right answer is known) and on the real
 cyclictest outputs of tests/data/cyclictest."""
 
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from scipy import special
 
-from rtlab.cyclictest import PERCENTILES, parse_json
-from rtlab.stats import (
+from rtlab.measure.cyclictest import PERCENTILES, parse_json
+from rtlab.verdict.stats import (
     INCONCLUSIVE,
     NO_CHANGE,
     REGRESSION,

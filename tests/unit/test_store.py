@@ -17,8 +17,6 @@ from sqlalchemy import func, inspect, select
 
 import rtlab.store as store_package
 from rtlab import cli
-from rtlab.jsonfile import JsonFileError
-from rtlab.results import read_record
 from rtlab.store import (
     default_url,
     ingest,
@@ -30,6 +28,8 @@ from rtlab.store import (
 )
 from rtlab.store.models import Case, CaseThreshold, CpuResult, Run
 from rtlab.store.query import history
+from rtlab.util.jsonfile import JsonFileError
+from rtlab.verdict.record import read_record
 
 pytest_plugins = ["tests.pg"]
 

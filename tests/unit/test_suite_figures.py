@@ -1,10 +1,10 @@
-"""rtlab.suite: how one cyclictest run becomes record facts and verdict messages."""
+"""rtlab.verdict.judge: how one cyclictest run becomes record facts and verdict messages."""
 
 from pathlib import Path
 
-from rtlab.cyclictest import parse_json
-from rtlab.suite import cpu_facts, no_wakeup_facts, no_wakeup_violation
-from rtlab.thresholds import load_thresholds
+from rtlab.measure.cyclictest import parse_json
+from rtlab.verdict.judge import cpu_facts, no_wakeup_facts, no_wakeup_violation
+from rtlab.verdict.thresholds import load_thresholds
 
 NOWAKEUP = Path(__file__).resolve().parents[1] / "data" / "cyclictest" / (
     "nowakeup-imx6q-rt-hackbench-3s.json")
@@ -44,7 +44,7 @@ def synthetic_cpu(tail_scale_us: float, samples: int = 1_000_000, seed: int = 1)
     """One CPU's cyclictest result: a 10-20 µs body and an exponential tail above it."""
     import numpy as np
 
-    from rtlab.cyclictest import CpuResult
+    from rtlab.measure.cyclictest import CpuResult
 
     rng = np.random.default_rng(seed)
     latencies = 10 + rng.integers(0, 10, samples) + rng.exponential(tail_scale_us, samples)
@@ -56,14 +56,14 @@ def synthetic_cpu(tail_scale_us: float, samples: int = 1_000_000, seed: int = 1)
 
 
 def policy(gating: bool):
-    from rtlab.thresholds import StatisticsPolicy
+    from rtlab.verdict.thresholds import StatisticsPolicy
 
     return StatisticsPolicy(exceedance_probability=1e-6, gating=gating,
                             sources={"gating": "thresholds.yaml:7"} if gating else {})
 
 
 def limit(value: float):
-    from rtlab.thresholds import Threshold
+    from rtlab.verdict.thresholds import Threshold
 
     return {"max_us": Threshold("max_us", value, "thresholds.yaml:42", None)}
 
@@ -71,7 +71,7 @@ def limit(value: float):
 def test_tail_estimate_lands_in_the_record_as_strict_json():
     import json
 
-    from rtlab.suite import cpu_tail, tail_facts
+    from rtlab.verdict.judge import cpu_tail, tail_facts
 
     estimate = cpu_tail(synthetic_cpu(3.0), limit(150), policy(False), 1000)
     assert estimate is not None and estimate.fitted
@@ -84,7 +84,7 @@ def test_tail_estimate_lands_in_the_record_as_strict_json():
 
 
 def test_statistical_gate_fails_only_where_thresholds_make_it_gating():
-    from rtlab.suite import cpu_tail, tail_violation
+    from rtlab.verdict.judge import cpu_tail, tail_violation
 
     heavy = cpu_tail(synthetic_cpu(12.0), limit(100), policy(True), 1000)
     # observed max stays under the limit in this run, the tail bound does not
@@ -98,7 +98,7 @@ def test_statistical_gate_fails_only_where_thresholds_make_it_gating():
 
 
 def test_statistical_gate_without_a_fit_fails_saying_why():
-    from rtlab.suite import cpu_tail, tail_violation
+    from rtlab.verdict.judge import cpu_tail, tail_violation
 
     short = cpu_tail(synthetic_cpu(3.0, samples=2000), limit(100), policy(True), 1000)
     assert not short.fitted

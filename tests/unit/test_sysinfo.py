@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from rtlab.sysinfo import cpu_list, preemption_model, read_system_info
+from rtlab.measure.sysinfo import cpu_list, preemption_model, read_system_info
 
 # what the emulated boards answered (Debian 6.1 kernels)
 ANSWERS = {

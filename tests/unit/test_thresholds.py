@@ -1,11 +1,12 @@
-"""rtlab.thresholds: the repository's thresholds.yaml, the hierarchy, validation, check()."""
+"""rtlab.verdict.thresholds: the repository's thresholds.yaml, the hierarchy, validation,
+check()."""
 
 import re
 from pathlib import Path
 
 import pytest
 
-from rtlab.thresholds import (
+from rtlab.verdict.thresholds import (
     DEFAULT_PATH,
     STATISTICS_DEFAULTS,
     StatisticsPolicy,
@@ -340,8 +341,8 @@ def test_statistics_default_to_reported_not_gating(hierarchy):
     policy = hierarchy.statistics("imx6q", "rt", "cpu100", 100)
     assert policy == StatisticsPolicy(1e-6, 0.999, False, {})
     assert not policy.gating
-    # one set of defaults: the policy's, the loader's and rtlab.stats' agree
-    from rtlab import stats
+    # one set of defaults: the policy's, the loader's and rtlab.verdict.stats' agree
+    from rtlab.verdict import stats
     assert STATISTICS_DEFAULTS == {"exceedance_probability": stats.DEFAULT_EXCEEDANCE_PROBABILITY,
                                    "quantile": stats.DEFAULT_QUANTILE, "gating": False}
 

@@ -1,4 +1,4 @@
-"""rtlab.thresholds_cli (``rtlab thresholds check|show``) on the repository's files."""
+"""rtlab.verdict.cli (``rtlab thresholds check|show``) on the repository's files."""
 
 import re
 
@@ -6,10 +6,10 @@ import pytest
 from ruamel.yaml import YAML
 
 from rtlab import cli
-from rtlab.paths import REPO_ROOT
-from rtlab.scenarios import load_suite
-from rtlab.thresholds import ThresholdsError, load_thresholds
-from rtlab.thresholds_cli import check, show
+from rtlab.measure.suite import load_suite
+from rtlab.util.paths import REPO_ROOT
+from rtlab.verdict.cli import check, show
+from rtlab.verdict.thresholds import ThresholdsError, load_thresholds
 
 THRESHOLDS = REPO_ROOT / "thresholds.yaml"
 SUITE = REPO_ROOT / "suite.yaml"

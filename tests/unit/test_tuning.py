@@ -13,11 +13,11 @@ import pytest
 from ruamel.yaml import YAML
 
 from rtlab import cli
-from rtlab.paths import REPO_ROOT
-from rtlab.scenarios import load_suite
+from rtlab.measure.suite import load_suite
 from rtlab.store import ingest_folder, open_store
-from rtlab.thresholds import ThresholdsError, load_thresholds
 from rtlab.tuning import Method, high_quantile, nice_ceil, replay, suggest, yamledit
+from rtlab.util.paths import REPO_ROOT
+from rtlab.verdict.thresholds import ThresholdsError, load_thresholds
 
 THRESHOLDS = REPO_ROOT / "thresholds.yaml"
 TEMPLATE = (REPO_ROOT / "tests" / "data" / "records" / "vlab-imx6q-rt"

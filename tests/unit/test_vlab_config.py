@@ -3,10 +3,10 @@ from pathlib import Path
 import attrs
 import pytest
 
-from rtlab.paths import REPO_ROOT
+from rtlab.util.paths import REPO_ROOT
+from rtlab.util.yamlfile import YamlFileError
 from rtlab.vlab import config as vlab_config
 from rtlab.vlab.config import load_config
-from rtlab.yamlfile import YamlFileError
 
 GOOD = """\
 coordinator_port: 21408

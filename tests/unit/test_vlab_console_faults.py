@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from rtlab.measure import MARK
+from rtlab.measure.window import MARK
 from rtlab.vlab.config import VirtualBoard
 from rtlab.vlab.faults import ConsoleWatch, Fault, FaultError
 from rtlab.vlab.rack import BOOT_PANIC_PARAM, SYSRQ_CRASH, BoardSlot
 from tests.ports import free_port
 
-# what the board prints when a measurement window opens (rtlab.measure.window_script)
+# what the board prints when a measurement window opens (rtlab.measure.window.window_script)
 STARTED = f"{MARK}started"
 
 
@@ -143,7 +143,7 @@ def test_boot_panic_makes_the_kernel_find_no_init():
     # without a root= the kernel, finding no early userspace, panics with "VFS: Unable to
     # mount root fs": the images' command line must give none
     assert BOOT_PANIC_PARAM.startswith("rdinit=/")
-    images = Path(__file__).resolve().parents[2] / "rtlab" / "vlab" / "image.py"
+    images = Path(__file__).resolve().parents[2] / "rtlab" / "image" / "build.py"
     assert 'append = f"console={model.console} quiet"' in images.read_text()
 
 

@@ -8,8 +8,9 @@ from pathlib import Path, PurePosixPath
 import attrs
 import pytest
 
-from rtlab.vlab import debian, image
-from rtlab.vlab.boards import BOARD_MODELS
+from rtlab.image import build as image
+from rtlab.image import debian
+from rtlab.image.boards import BOARD_MODELS
 from rtlab.vlab.qemu import BootFiles, qemu_command
 
 BOOT = BootFiles(kernel=Path("k"), dtb=Path("d"), initrd=None, append="quiet")

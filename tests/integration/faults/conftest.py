@@ -14,7 +14,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from rtlab.lab.health import ERRORS_TAG_KEY, TAG_KEY
-from rtlab.paths import REPO_ROOT
+from rtlab.util.paths import REPO_ROOT
 from rtlab.vlab import control
 from rtlab.vlab.config import VlabConfig
 

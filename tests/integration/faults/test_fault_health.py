@@ -9,7 +9,7 @@ import pytest
 
 from conftest import CLIENT, PLACE
 from rtlab.lab.health import ERRORS_TAG_KEY, TAG_KEY, place_info
-from rtlab.paths import REPO_ROOT
+from rtlab.util.paths import REPO_ROOT
 from rtlab.vlab import control
 
 

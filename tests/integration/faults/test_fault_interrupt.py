@@ -9,7 +9,7 @@ import time
 import xml.etree.ElementTree as ET
 
 from conftest import PLACE, assert_cleaned_up
-from rtlab.paths import REPO_ROOT
+from rtlab.util.paths import REPO_ROOT
 
 
 def wait_for(predicate, timeout_s: float, what: str) -> None:

@@ -2,7 +2,7 @@
 and the next case boots the board again instead of inheriting a dead one."""
 
 from conftest import assert_cleaned_up, assert_console_attached, assert_error
-from rtlab.measure import MARK
+from rtlab.measure.window import MARK
 
 # timed from the window's start (what the board prints when cyclictest has started), not
 # from power-on: a slow boot cannot move the panic out of the window. The panic is typed

@@ -2,7 +2,7 @@
 lost, and the next case gets a fresh console and a freshly booted board."""
 
 from conftest import assert_cleaned_up, assert_error
-from rtlab.measure import MARK
+from rtlab.measure.window import MARK
 
 # timed from the window's start (what the board prints when cyclictest has started), not
 # from power-on: a slow boot cannot move the disconnect out of the window

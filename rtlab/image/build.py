@@ -30,9 +30,9 @@ from pathlib import Path, PurePosixPath
 
 import attrs
 
-from rtlab import kconfig
-from rtlab.vlab import boards, debian
-from rtlab.vlab.boards import BoardModel
+from rtlab.image import boards, debian
+from rtlab.image.boards import BoardModel
+from rtlab.kernel import kconfig
 
 SCHEMA_VERSION = 1
 
@@ -70,7 +70,7 @@ GUEST_PROGRAMS: dict[str, tuple[str, ...] | None] = {
     "iputils-ping": ("/bin/ping",),
     # XMODEM receiver for labgrid's ShellDriver.put_bytes (busybox-static has no rx)
     "lrzsz": ("/usr/bin/rz",),
-    # the measuring rt-tests start under SCHED_FIFO (rtlab.cyclictest.fifo_from_start);
+    # the measuring rt-tests start under SCHED_FIFO (rtlab.measure.cyclictest.fifo_from_start);
     # busybox-static has no chrt
     "util-linux": ("/usr/bin/chrt",),
 }

@@ -14,19 +14,19 @@ from pathlib import Path
 
 import attr
 
-from .lab import client as labgrid_client
-from .lab.health import (
+from rtlab.lab import client as labgrid_client
+from rtlab.lab.health import (
     HealthBook,
     ensure_schedulable,
     healthy_filters,
     record_on_place,
     run_event,
 )
-from .lab.reservation import RESERVATION_FILE, LabgridClient, filters_for, reserved
-from .paths import REPO_ROOT, health_dir
-from .results import RUN_ID_VARIABLE, read_record
+from rtlab.lab.reservation import RESERVATION_FILE, LabgridClient, filters_for, reserved
+from rtlab.util.paths import REPO_ROOT, health_dir
+from rtlab.verdict.record import RUN_ID_VARIABLE, read_record
 
-logger = logging.getLogger("rtlab.runner")
+logger = logging.getLogger("rtlab.lab.runner")
 # how long pytest gets to power the board off and write its results after an interrupt
 INTERRUPT_GRACE_S = 120.0
 
@@ -140,7 +140,7 @@ def run_suite(
     ``kind`` "run" refuses a place marked unhealthy; "check" is the health check that
     may run on one. The outcome is counted on from the health the place holds on the
     coordinator (shared by every runner), put back there, and kept in this runner's health
-    record (``health``, default the folder of rtlab.paths.health_dir)."""
+    record (``health``, default the folder of rtlab.util.paths.health_dir)."""
     image = image.resolve()
     if not image.is_file():
         raise FileNotFoundError(f"image {image} does not exist (rtlab image build?)")

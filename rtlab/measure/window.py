@@ -21,7 +21,14 @@ from typing import Any, Protocol
 
 import attr
 
-from .loads import PROGRESS_LINE, CpuTimes, Evidence, HostTraffic, LoadNotEffective, LoadPart
+from rtlab.measure.loads import (
+    PROGRESS_LINE,
+    CpuTimes,
+    Evidence,
+    HostTraffic,
+    LoadNotEffective,
+    LoadPart,
+)
 
 # the loads run well past the window and are stopped afterwards, so that they provably
 # covered all of it; the margin lets them reach full swing before the window opens

@@ -12,9 +12,9 @@ from typing import Any
 import attr
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
-from .loads import KINDS, LoadPart, make_load
-from .paths import REPO_ROOT
-from .yamlfile import YamlFileError, line_of, load_yaml
+from rtlab.measure.loads import KINDS, LoadPart, make_load
+from rtlab.util.paths import REPO_ROOT
+from rtlab.util.yamlfile import YamlFileError, line_of, load_yaml
 
 DEFAULT_PATH = REPO_ROOT / "suite.yaml"
 RT_TESTS = ("pi_stress", "pip_stress", "ptsematest", "pmqtest", "sigwaittest", "signaltest",

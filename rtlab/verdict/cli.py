@@ -1,10 +1,13 @@
-"""``rtlab thresholds check|show``: validate the gate, and print the limits a board gets
-with the line each came from, so a reviewer sees what a change to the file really moves."""
+"""``rtlab thresholds …``: ``check`` validates the gate and ``show`` prints the limits a
+board gets with the line each came from, so a reviewer sees what a change to the file
+really moves; ``suggest`` and ``replay`` are :mod:`rtlab.tuning`'s (its ``register``)."""
 
+import argparse
 from pathlib import Path
 
-from .scenarios import load_suite
-from .thresholds import METRICS, Thresholds, format_us, load_thresholds
+from rtlab.measure.suite import load_suite
+from rtlab.util import paths
+from rtlab.verdict.thresholds import METRICS, Thresholds, format_us, load_thresholds
 
 
 def check(thresholds_path: Path, suite_path: Path) -> str:
@@ -66,3 +69,34 @@ def _table(thresholds: Thresholds, board: str, flavours: list[str],
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row[:-1], widths, strict=True))
                      + "  " + row[-1] for row in rows)
+
+
+def _thresholds(args: argparse.Namespace) -> int:
+    if args.action == "check":
+        print(check(Path(args.file), Path(args.suite)))
+        return 0
+    print(show(Path(args.file), Path(args.suite), args.board, args.flavour, args.scenario,
+               args.interval))
+    return 0
+
+
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    thresholds = sub.add_parser("thresholds", help="validate, show, tune or replay the "
+                                                   "latency gate")
+    threshold_actions = thresholds.add_subparsers(dest="action", required=True)
+    for action, what in (("check", "validate the file against the suite"),
+                         ("show", "the limits a board gets, with the line each comes from")):
+        command = threshold_actions.add_parser(action, help=what)
+        command.add_argument("--file", default=str(paths.REPO_ROOT / "thresholds.yaml"))
+        command.add_argument("--suite", default=str(paths.REPO_ROOT / "suite.yaml"))
+        command.set_defaults(func=_thresholds)
+        if action == "show":
+            command.add_argument("--board", required=True,
+                                 help="a board tag, e.g. imx6q or qemu-rpi3")
+            command.add_argument("--flavour", help="only this flavour")
+            command.add_argument("--scenario", help="only this scenario")
+            command.add_argument("--interval", type=int, help="only this interval (µs)")
+    # tuning's commands are the gate's too: rtlab thresholds suggest|replay
+    from rtlab.tuning.cli import register as register_tuning
+
+    register_tuning(threshold_actions)

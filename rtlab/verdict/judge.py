@@ -1,79 +1,17 @@
-"""Glue between pytest outcomes and rtlab verdicts for the on-board suite, and the judges
-of a latency case and an rt-test that every runner shares (labgrid's tests/target, LAVA's
-logs in rtlab.lava)."""
+"""The judges of a latency case and an rt-test that every runner shares (labgrid's
+tests/target, LAVA's logs in rtlab.lava): thresholds, CPUs that never woke, the tail
+estimate where thresholds.yaml makes statistics gating, and the facts a record keeps."""
 
-import datetime
 import math
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import attr
-import pytest
 
-from .cyclictest import CpuResult, CyclictestResult, NoWakeup
-from .manifest import read_image_manifest
-from .rttests import TESTS, FunctionalResult, LatencyResult, Verdict
-from .stats import Histogram, TailEstimate, tail_estimate
-from .thresholds import StatisticsPolicy, Threshold, check, format_us
-
-
-@attr.define
-class CaseRecord:
-    """Everything known about one test case, written out whatever happens to it."""
-
-    case: str
-    started: str
-    finished: str | None = None
-    verdict: str = "pass"
-    message: str = ""
-    facts: dict[str, Any] = attr.Factory(dict)
-
-    def observe(self, report: pytest.TestReport) -> None:
-        """Derive the verdict: a failing setup or teardown (flash, boot, load, parsing)
-        is an error; only a failing test body (a threshold assertion) is a fail."""
-        if report.skipped and self.verdict == "pass":
-            self.verdict = "skipped"
-            self.message = _first_line(report)
-        elif report.failed and self.verdict != "error":
-            # the first error wins; a teardown error after a fail still makes it an error
-            self.verdict = "fail" if report.when == "call" else "error"
-            self.message = _first_line(report)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "case": self.case,
-            "started": self.started,
-            "finished": self.finished,
-            "verdict": self.verdict,
-            "message": self.message,
-            **self.facts,
-        }
-
-
-def _first_line(report: pytest.TestReport) -> str:
-    longrepr = report.longrepr
-    if isinstance(longrepr, tuple):  # skips: (file, line, reason)
-        return str(longrepr[2])
-    crash = getattr(longrepr, "reprcrash", None)
-    if crash is not None:
-        return str(crash.message).splitlines()[0] if crash.message else ""
-    return str(longrepr).splitlines()[-1] if longrepr else ""
-
-
-def case_record(nodeid: str) -> CaseRecord:
-    return CaseRecord(case=nodeid, started=datetime.datetime.now(datetime.UTC).isoformat())
-
-
-def image_manifest_for(image: str | None) -> dict[str, Any]:
-    """The manifest written beside an SD image by ``rtlab image build`` (empty if the image
-    came from elsewhere: its facts are then read from the board alone)."""
-    if not image:
-        return {}
-    path = Path(image).with_name("manifest.json")
-    if not path.exists():
-        return {}
-    return read_image_manifest(path)
+from rtlab.measure.cyclictest import CpuResult, CyclictestResult, NoWakeup
+from rtlab.measure.rttests import FunctionalResult, LatencyResult, Verdict
+from rtlab.verdict.stats import Histogram, TailEstimate, tail_estimate
+from rtlab.verdict.thresholds import StatisticsPolicy, Threshold, check, format_us
 
 
 def cpu_figures(cpu: CpuResult) -> dict[str, float | None]:
@@ -94,7 +32,7 @@ def no_wakeup_violation(thread: NoWakeup, duration_s: int,
                         thresholds: Mapping[str, Threshold]) -> str:
     """Why a thread that never woke fails the case whatever its limits. The board ran and
     answered, so this is no lab fault; but the thread, at its RT priority from its start
-    (rtlab.cyclictest.fifo_from_start), was kept off its CPU for the whole window, and a
+    (rtlab.measure.cyclictest.fifo_from_start), was kept off its CPU for the whole window, and a
     gate passes only what it has seen."""
     where = f"CPU{thread.cpu}" if thread.cpu is not None else f"thread {thread.thread}"
     message = (f"{where} recorded no wake-up in the {duration_s} s window (0 samples): its "
@@ -177,11 +115,6 @@ def tail_violation(cpu: int | None, estimate: TailEstimate | None, policy: Stati
             f"{format_us(limit.value)} ({limit.source}; {cited}: statistics gating)")
 
 
-# where a board's cyclictest writes its results (rtlab.cyclictest.build_command's paths)
-JSON_ON_BOARD = "/tmp/rtlab-cyclictest.json"
-HIST_ON_BOARD = "/tmp/rtlab-cyclictest.hist"
-
-
 @attr.frozen
 class LatencyJudgement:
     """One cyclictest run judged against its limits: the per-CPU facts a result record
@@ -214,16 +147,6 @@ def judge_latency(result: CyclictestResult, limits: Mapping[str, Threshold],
                    if (why := tail_violation(cpu.cpu, tails[cpu.thread], policy, limits))]
     return LatencyJudgement(cpus=[facts for _, facts in sorted(per_thread, key=lambda t: t[0])],
                             tails=tails, violations=violations)
-
-
-# where a board's other rt-tests write their JSON (rtlab.rttests.board_run's json_path)
-RT_JSON_ON_BOARD = "/tmp/rtlab-rttest.json"
-
-
-def rt_tool_wait_s(tool: str, duration_s: int) -> int:
-    """How long a window of ``tool`` lasts: pip_stress has no duration of its own, and its
-    repeated runs take well under a second."""
-    return duration_s if TESTS[tool].duration else 1
 
 
 def rt_tool_limits(limits: Mapping[str, Threshold]) -> dict[str, Threshold]:

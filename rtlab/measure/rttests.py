@@ -6,7 +6,7 @@ and a sample count per thread or CPU, read from their ``--json`` file. The prior
 inheritance tools give a functional verdict: pi_stress from its summary and ``--json``,
 pip_stress (which has neither ``-q`` nor ``--json``) from the one line it prints.
 
-As in rtlab.cyclictest, anything truncated, garbled or contradictory is refused with a
+As in rtlab.measure.cyclictest, anything truncated, garbled or contradictory is refused with a
 message naming the source and the place, and a "pass" only ever comes from a complete,
 consistent output.
 
@@ -51,7 +51,7 @@ from typing import Any
 
 import attr
 
-from rtlab.cyclictest import (
+from rtlab.measure.cyclictest import (
     KERNEL_LOG,
     SysInfo,
     fifo_from_start,
@@ -59,8 +59,8 @@ from rtlab.cyclictest import (
     require_int,
     run_times,
 )
-from rtlab.jsonfields import Fields, no_constants, no_duplicates
-from rtlab.sysinfo import cpu_list
+from rtlab.measure.sysinfo import cpu_list
+from rtlab.util.jsonfields import Fields, no_constants, no_duplicates
 
 
 class RtTestsParseError(ValueError):
@@ -809,6 +809,16 @@ PIP_STRESS_OUT = "/tmp/rtlab-pip_stress.out"
 HANG_MARGIN_S = 60
 RUN_MARK = "rtlab-run-rc="
 KILLED = 128 + 9
+
+
+# where a board's rt-tests write their JSON (board_run's json_path)
+RT_JSON_ON_BOARD = "/tmp/rtlab-rttest.json"
+
+
+def rt_tool_wait_s(tool: str, duration_s: int) -> int:
+    """How long a window of ``tool`` lasts: pip_stress has no duration of its own, and its
+    repeated runs take well under a second."""
+    return duration_s if TESTS[tool].duration else 1
 
 
 @attr.frozen

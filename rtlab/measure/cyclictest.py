@@ -33,8 +33,8 @@ from fractions import Fraction
 
 import attr
 
-from .jsonfields import Fields, no_constants, no_duplicates
-from .sysinfo import cpu_list
+from rtlab.measure.sysinfo import cpu_list
+from rtlab.util.jsonfields import Fields, no_constants, no_duplicates
 
 CYCLICTEST = "cyclictest"
 # cyclictest's own limit (HIST_MAX); asking for more is silently cut down
@@ -92,6 +92,11 @@ def build_command(
     if histfile_path is not None:
         argv.append(f"--histfile={histfile_path}")
     return argv
+
+
+# where a board's cyclictest writes its results (build_command's paths on the board)
+JSON_ON_BOARD = "/tmp/rtlab-cyclictest.json"
+HIST_ON_BOARD = "/tmp/rtlab-cyclictest.hist"
 
 
 def fifo_from_start(command: Sequence[str], priority: int) -> list[str]:

@@ -6,7 +6,7 @@ level above. Every limit carries the file and line it came from and the nearest 
 so a failed gate says which reviewed line it failed against and why that line says so.
 
 A level may also set ``statistics:``, the policy of the statistical verdicts of
-:mod:`rtlab.stats` (the exceedance probability of the tail bound, the quantile of the
+:mod:`rtlab.verdict.stats` (the exceedance probability of the tail bound, the quantile of the
 regression test, and whether either may fail the case); its keys are inherited one by one
 like the limits. :meth:`Thresholds.statistics` resolves it.
 """
@@ -21,10 +21,10 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import MarkedYAMLError
 
-from .paths import REPO_ROOT, repo_display
-from .rttests import TESTS
-from .scenarios import Suite, load_suite
-from .yamlfile import line_of
+from rtlab.measure.rttests import TESTS
+from rtlab.measure.suite import Suite, load_suite
+from rtlab.util.paths import REPO_ROOT, repo_display
+from rtlab.util.yamlfile import line_of
 
 DEFAULT_PATH = REPO_ROOT / "thresholds.yaml"
 METRICS = ("max_us", "avg_us", "p99_9_us")
@@ -84,12 +84,12 @@ class Violation:
 
 @attr.frozen
 class StatisticsPolicy:
-    """How the statistical verdicts of :mod:`rtlab.stats` apply to one measurement."""
+    """How the statistical verdicts of :mod:`rtlab.verdict.stats` apply to one measurement."""
 
     # the per-wake-up probability at which the tail bound is reported
     exceedance_probability: float = float(STATISTICS_DEFAULTS["exceedance_probability"])
     # the tail quantile the regression test compares with the baseline (and the decades
-    # above it that the runs are long enough for: rtlab.stats.compare_tail)
+    # above it that the runs are long enough for: rtlab.verdict.stats.compare_tail)
     quantile: float = float(STATISTICS_DEFAULTS["quantile"])
     # True: a tail bound whose upper confidence limit is above max_us, or a regression
     # against the baseline, fails the case; False: both are reported beside the gate

@@ -6,12 +6,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import paths
-from .runner import Selection, run_suite
-from .vlab import control
-from .vlab.boards import FLAVOURS
-from .vlab.config import load_config
-from .vlab.image import build_image
+from rtlab.image.boards import FLAVOURS
+from rtlab.image.build import build_image
+from rtlab.lab.runner import Selection, run_suite
+from rtlab.util import paths
+from rtlab.vlab import control
+from rtlab.vlab.config import load_config
 
 
 def _progress(message: str) -> None:
@@ -67,9 +67,9 @@ def report_on_history(run_dir: Path, db: Path) -> Path:
     """This demo's records and JUnit into the store that every demo in the same ``--out``
     shares, then the report over it: each demo adds a point to the trends and is compared
     with the demos before it (they have no branch, so the baseline is any earlier run)."""
-    from .report.build import write_report
-    from .report.selection import Selection
-    from .store import ingest_folder, open_store
+    from rtlab.report.build import write_report
+    from rtlab.report.selection import Selection
+    from rtlab.store import ingest_folder, open_store
 
     store = open_store(f"sqlite:///{db.resolve()}")
     try:

@@ -17,7 +17,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq, TaggedScalar
 from ruamel.yaml.error import MarkedYAMLError
 
-from .yamlfile import YamlFileError, line_of, load_yaml
+from rtlab.util.yamlfile import YamlFileError, line_of, load_yaml
 
 TOP_KEYS = ("targets", "images", "tools", "imports", "paths", "options", "features")
 TARGET_KEYS = ("resources", "drivers", "options", "features")
@@ -33,7 +33,6 @@ EXPORTER_LOCATION = "location"
 
 def _registry() -> dict[str, dict[str, type]]:
     # importing rtlab.lab registers rtlab's own classes, as an environment's imports: do
-    from . import lab  # noqa: F401
 
     return {"resources": target_factory.resources, "drivers": target_factory.drivers}
 

@@ -6,8 +6,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .jsonfile import JsonFileError, json_line_of, load_json, require
-from .vlab.image import SCHEMA_VERSION
+from rtlab.image.build import SCHEMA_VERSION
+from rtlab.util.jsonfile import JsonFileError, json_line_of, load_json, require
 
 WHAT = "image manifest"
 _SHA256 = re.compile(r"[0-9a-f]{64}")

@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .jsonfile import JsonFileError, json_line_of, load_json, require
+from rtlab.util.jsonfile import JsonFileError, json_line_of, load_json, require
 
 SCHEMA = "rtlab.result/2"
 VERDICTS = ("pass", "fail", "error", "skipped")

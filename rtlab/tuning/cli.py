@@ -9,11 +9,11 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
-from .paths import REPO_ROOT
-from .scenarios import load_suite
-from .store import URL_VARIABLE, default_url, open_store
-from .thresholds import ThresholdsError, load_thresholds
-from .tuning import Method, relabel, replay, suggest, thresholds_at
+from rtlab.measure.suite import load_suite
+from rtlab.store import URL_VARIABLE, default_url, open_store
+from rtlab.tuning import Method, relabel, replay, suggest, thresholds_at
+from rtlab.util.paths import REPO_ROOT
+from rtlab.verdict.thresholds import ThresholdsError, load_thresholds
 
 _DEFAULTS = Method()
 

@@ -100,7 +100,7 @@ import numpy as np
 from scipy import optimize
 from scipy import stats as sps
 
-from .cyclictest import CpuResult, Percentile, nearest_rank, percentiles
+from rtlab.measure.cyclictest import CpuResult, Percentile, nearest_rank, percentiles
 
 DEFAULT_EXCEEDANCE_PROBABILITY = 1e-6
 DEFAULT_QUANTILE = 0.999
@@ -212,7 +212,7 @@ class Histogram:
 
     def quantile(self, quantile: float | Fraction) -> int | None:
         """The quantile by nearest rank over all samples, overflows included, as
-        :func:`rtlab.cyclictest.percentiles` takes it; None when it lies among the
+        :func:`rtlab.measure.cyclictest.percentiles` takes it; None when it lies among the
         overflows (its value is then only known to be ``>= range_us``)."""
         if self.samples == 0:
             raise ValueError("no samples to take a quantile of")

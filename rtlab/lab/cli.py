@@ -1,0 +1,141 @@
+"""``rtlab run`` (one place through the suite), ``rtlab lab health|check`` (the places'
+health), ``rtlab env check`` (environment and exporter files) and ``rtlab reservation
+release`` (the after_script of a CI test job)."""
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+from rtlab.lab import reservation
+from rtlab.util import paths
+
+
+def _run(args: argparse.Namespace) -> int:
+    from rtlab.lab.runner import Selection, run_suite
+
+    # an empty value (a CI variable left empty) means the suite's default, like no option
+    selection = Selection(scenarios=args.scenarios or None, intervals=args.intervals or None,
+                          rt_tests=args.rt_tests or None,
+                          suite=Path(args.suite).resolve() if args.suite else None,
+                          thresholds=Path(args.thresholds).resolve() if args.thresholds else None)
+    outcome = run_suite(place=args.place, board=args.board, image=Path(args.image),
+                        env_file=Path(args.env), coordinator=args.coordinator,
+                        out_dir=Path(args.out), duration_s=args.duration,
+                        selection=selection, reserve_timeout_s=args.reserve_timeout)
+    print(f"JUnit: {outcome.junit}\nresults: {outcome.results}")
+    return outcome.exit_code
+
+
+def _lab(args: argparse.Namespace) -> int:
+    from rtlab.lab.health import HealthBook, format_health, place_info, shared_health
+
+    book = HealthBook(paths.health_dir())
+    if args.action == "health":
+        states = [book.state(place) for place in args.place] if args.place else book.states()
+        if not states:
+            print(f"no health records in {paths.health_dir()} yet")
+            return 0
+        shared = {}
+        for state in states:
+            try:
+                shared[state.place] = shared_health(place_info(args.coordinator, state.place))
+            except (RuntimeError, OSError, subprocess.SubprocessError) as error:
+                shared[state.place] = None
+                print(f"{state.place}: coordinator {args.coordinator} not asked: {error}",
+                      file=sys.stderr)
+        print(format_health(states, history=args.history, shared=shared), end="")
+        return 0
+    from rtlab.lab.runner import Selection, run_suite
+
+    if len(args.place) != 1 or not args.image:
+        raise ValueError("rtlab lab check needs one --place and --image")
+    place = args.place[0]
+    # a short smoke test: flash, boot, and one short measurement on the idle board
+    outcome = run_suite(place=place, image=Path(args.image), env_file=Path(args.env),
+                        coordinator=args.coordinator, out_dir=Path(args.out),
+                        duration_s=args.duration, label=f"check-{place}", kind="check",
+                        health=book,
+                        selection=Selection(scenarios="idle", intervals="1000",
+                                            rt_tests="none"))
+    print(format_health([book.state(place)]), end="")
+    return 0 if outcome.healthy and outcome.exit_code == 0 else 1
+
+
+def _env_check(args: argparse.Namespace) -> int:
+    from rtlab.lab.envfile import check_env_file, check_exporter_file
+
+    files = [Path(f) for f in args.files] or sorted(
+        [*(paths.REPO_ROOT / "env").glob("*.yaml"),
+         *(paths.REPO_ROOT / "env" / "exporter").glob("*.yaml")])
+    problems = []
+    for path in files:
+        if path.name == "vlab.yaml":
+            from rtlab.vlab.config import load_config
+
+            load_config(path)  # the rack's own file; refuses with file:line
+            continue
+        check = check_exporter_file if path.parent.name == "exporter" else check_env_file
+        problems += check(path)
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    if problems:
+        return 2
+    print(f"{len(files)} file(s) OK: {', '.join(str(f) for f in files)}")
+    return 0
+
+
+def _release_command(args: argparse.Namespace) -> int:
+    code, message = reservation.release_file(Path(args.file), args.coordinator)
+    print(message, file=sys.stderr if code else sys.stdout)
+    return code
+
+
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    run = sub.add_parser("run", help="flash, boot and run the latency suite on one place")
+    where = run.add_mutually_exclusive_group(required=True)
+    where.add_argument("--place", help="this place (reserved by name)")
+    where.add_argument("--board", help="any place with this board tag, e.g. imx6q "
+                                       "(qemu-imx6q on the virtual rack)")
+    run.add_argument("--reserve-timeout", type=float, default=3600,
+                     help="seconds to wait for a free place (default 3600)")
+    run.add_argument("--image", required=True, help="sdcard.img (with .bmap and manifest)")
+    run.add_argument("--env", default=str(paths.REPO_ROOT / "env" / "virtual.yaml"))
+    run.add_argument("--coordinator", default="127.0.0.1:20408")
+    run.add_argument("--out", default="out")
+    run.add_argument("--duration", type=int, default=10, help="seconds per measurement")
+    run.add_argument("--scenarios", help="comma-separated scenarios (default: suite.yaml's)")
+    run.add_argument("--intervals", help="comma-separated intervals in µs (default: all)")
+    run.add_argument("--rt-tests", help="comma-separated other rt-tests, or 'none'")
+    run.add_argument("--suite", help="suite file (default: the repository's suite.yaml)")
+    run.add_argument("--thresholds", help="thresholds file (default: thresholds.yaml)")
+    run.set_defaults(func=_run)
+
+    lab = sub.add_parser("lab", help="the places' health")
+    lab.add_argument("action", choices=["health", "check"],
+                     help="health: state and history per place; check: flash + boot + "
+                          "short smoke test, which makes an unhealthy place healthy again")
+    lab.add_argument("--place", action="append", default=[],
+                     help="a place (repeatable; health: default all recorded)")
+    lab.add_argument("--history", action="store_true", help="health: recent events too")
+    lab.add_argument("--image", help="check: the SD image to flash")
+    lab.add_argument("--env", default=str(paths.REPO_ROOT / "env" / "virtual.yaml"))
+    lab.add_argument("--coordinator", default="127.0.0.1:20408")
+    lab.add_argument("--out", default="out")
+    lab.add_argument("--duration", type=int, default=3, help="check: seconds of cyclictest")
+    lab.set_defaults(func=_lab)
+
+    env = sub.add_parser("env", help="check labgrid environment and exporter files")
+    env.add_argument("action", choices=["check"])
+    env.add_argument("files", nargs="*", help="default: env/*.yaml and env/exporter/*.yaml")
+    env.set_defaults(func=_env_check)
+
+    reservations = sub.add_parser("reservation", help="labgrid reservations of CI jobs")
+    actions = reservations.add_subparsers(dest="action", required=True)
+    release_parser = actions.add_parser(
+        "release", help="release the place and cancel the reservation a state file names "
+                        "(nothing to do when the run ended cleanly)")
+    release_parser.add_argument("file", help=f"the run's {reservation.RESERVATION_FILE}")
+    release_parser.add_argument("--coordinator",
+                                help="coordinator (default: the one in the file)")
+    release_parser.set_defaults(func=_release_command)

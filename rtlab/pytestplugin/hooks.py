@@ -1,0 +1,134 @@
+"""rtlab's pytest plugin for the on-board suite, beside labgrid's (which its entry point
+loads): the suite's command-line options, the board and image identity, and the result
+recorder that writes one record per test case whatever its outcome (a console log
+attached to every case that did not pass)."""
+
+import datetime
+import os
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rtlab.pytestplugin.record import CaseRecord, case_record, image_manifest_for
+from rtlab.util.errors import InfrastructureError
+from rtlab.util.paths import REPO_ROOT
+from rtlab.verdict.record import write_record
+
+RECORD_KEY = pytest.StashKey[CaseRecord]()
+CONSOLE_ATTACHED_KEY = pytest.StashKey[bool]()
+WRITTEN_KEY = pytest.StashKey[bool]()
+CONSOLE_TAIL_LINES = 200
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("rtlab")
+    group.addoption("--rt-duration", type=int, default=10,
+                    help="seconds of measurement per test case (the field's 1 h is 3600)")
+    group.addoption("--rt-suite", default=str(REPO_ROOT / "suite.yaml"),
+                    help="suite file: scenarios, intervals and rt-tests to run")
+    group.addoption("--rt-scenarios", default=None,
+                    help="comma-separated scenarios of the suite file (default: all)")
+    group.addoption("--rt-intervals", default=None,
+                    help="comma-separated cyclictest intervals in µs (default: the suite's)")
+    group.addoption("--rt-tests", default=None,
+                    help="comma-separated other rt-tests (default: the suite's; 'none')")
+    group.addoption("--rt-results", default=None,
+                    help="folder for the JSON result records (one per test case)")
+    group.addoption("--rt-thresholds", default=str(REPO_ROOT / "thresholds.yaml"),
+                    help="thresholds file")
+    group.addoption("--rt-board", default=None,
+                    help="board name for thresholds (default: the place's 'board' tag)")
+    group.addoption("--rt-flavour", default=None,
+                    help="kernel flavour for thresholds (default: from the image manifest)")
+
+
+@pytest.fixture(scope="session")
+def image_manifest() -> dict[str, Any]:
+    return image_manifest_for(os.environ.get("LG_IMAGE"))
+
+
+@pytest.fixture
+def record(request: pytest.FixtureRequest) -> CaseRecord:
+    """The result record of the running test case, filled in by the fixtures."""
+    return request.node.stash[RECORD_KEY]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    item.stash[RECORD_KEY] = case_record(item.nodeid)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+        item: pytest.Item, call: pytest.CallInfo[None],
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    record = item.stash.get(RECORD_KEY, None)
+    if record is None:
+        return report
+    if call.excinfo is not None and isinstance(call.excinfo.value, InfrastructureError):
+        # the cause alone, as the JUnit message and the record's: the exception's class
+        # says nothing a reader of a red pipeline needs
+        crash = getattr(report.longrepr, "reprcrash", None)
+        if crash is not None:
+            crash.message = str(call.excinfo.value)
+    record.observe(report)
+    if report.failed:
+        _attach_console_log(item, report)
+    if report.when == "teardown":
+        _write(item, record, report)
+    return report
+
+
+def _write(item: pytest.Item, record: CaseRecord,
+           report: pytest.TestReport | None = None) -> None:
+    if not item.config.option.rt_results or item.stash.get(WRITTEN_KEY, False):
+        return
+    item.stash[WRITTEN_KEY] = True
+    record.finished = datetime.datetime.now(datetime.UTC).isoformat()
+    path = write_record(Path(item.config.option.rt_results), record.as_dict())
+    item.user_properties.append(("result_record", str(path)))
+    # the teardown report copied the item's properties before the record was written;
+    # junitxml writes the properties from that copy
+    if report is not None and report.user_properties is not item.user_properties:
+        report.user_properties = [*report.user_properties, ("result_record", str(path))]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None
+                            ) -> Generator[None, object, object]:
+    """A case cut short by an interrupt (Ctrl-C, or SIGTERM on `rtlab run`) gets no
+    report from pytest; it still gets a record, an error that says so."""
+    try:
+        return (yield)
+    except KeyboardInterrupt:
+        record = item.stash.get(RECORD_KEY, None)
+        if record is not None:
+            record.verdict = "error"
+            record.message = "interrupted before the case finished (the run was stopped)"
+            _write(item, record)
+        raise
+
+
+def _attach_console_log(item: pytest.Item, report: pytest.TestReport) -> None:
+    if not item.config.option.lg_log or item.stash.get(CONSOLE_ATTACHED_KEY, False):
+        return
+    item.stash[CONSOLE_ATTACHED_KEY] = True
+    texts = []
+    for log in sorted(Path(item.config.option.lg_log).glob("console_*")):
+        lines = log.read_bytes().decode(errors="replace").splitlines()[-CONSOLE_TAIL_LINES:]
+        texts.append(f"--- console log {log.name} (last {CONSOLE_TAIL_LINES} lines) ---\n"
+                     + "\n".join(lines) + "\n")
+    # a fault before the board was ever switched on (PDU, SD card) leaves no console log;
+    # the case says so rather than leaving the reader to wonder
+    for text in texts or ["--- console log: nothing was read from the console ---\n"]:
+        # junitxml writes system-out from the teardown report, which copies the item's
+        # report sections; a failing teardown's own report is already built
+        if report.when == "teardown":
+            report.sections.append(("Captured stdout teardown", text))
+        else:
+            item.add_report_section(report.when, "stdout", text)
+
+

@@ -1,0 +1,70 @@
+"""The result record of a test case as pytest sees it: the verdict derived from pytest's
+reports (a failing setup or teardown is an error, a failing test body a fail) and the
+facts the fixtures add, written whatever happens to the case."""
+
+import datetime
+from pathlib import Path
+from typing import Any
+
+import attr
+import pytest
+
+from rtlab.image.manifest import read_image_manifest
+
+
+@attr.define
+class CaseRecord:
+    """Everything known about one test case, written out whatever happens to it."""
+
+    case: str
+    started: str
+    finished: str | None = None
+    verdict: str = "pass"
+    message: str = ""
+    facts: dict[str, Any] = attr.Factory(dict)
+
+    def observe(self, report: pytest.TestReport) -> None:
+        """Derive the verdict: a failing setup or teardown (flash, boot, load, parsing)
+        is an error; only a failing test body (a threshold assertion) is a fail."""
+        if report.skipped and self.verdict == "pass":
+            self.verdict = "skipped"
+            self.message = _first_line(report)
+        elif report.failed and self.verdict != "error":
+            # the first error wins; a teardown error after a fail still makes it an error
+            self.verdict = "fail" if report.when == "call" else "error"
+            self.message = _first_line(report)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "case": self.case,
+            "started": self.started,
+            "finished": self.finished,
+            "verdict": self.verdict,
+            "message": self.message,
+            **self.facts,
+        }
+
+
+def _first_line(report: pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple):  # skips: (file, line, reason)
+        return str(longrepr[2])
+    crash = getattr(longrepr, "reprcrash", None)
+    if crash is not None:
+        return str(crash.message).splitlines()[0] if crash.message else ""
+    return str(longrepr).splitlines()[-1] if longrepr else ""
+
+
+def case_record(nodeid: str) -> CaseRecord:
+    return CaseRecord(case=nodeid, started=datetime.datetime.now(datetime.UTC).isoformat())
+
+
+def image_manifest_for(image: str | None) -> dict[str, Any]:
+    """The manifest written beside an SD image by ``rtlab image build`` (empty if the image
+    came from elsewhere: its facts are then read from the board alone)."""
+    if not image:
+        return {}
+    path = Path(image).with_name("manifest.json")
+    if not path.exists():
+        return {}
+    return read_image_manifest(path)
