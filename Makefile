@@ -21,6 +21,7 @@ lint: bootstrap
 	$(VENV)/rtlab lava validate jobs
 	$(VENV)/check-jsonschema --builtin-schema vendor.gitlab-ci .gitlab-ci.yml
 	$(VENV)/hadolint --config docker/hadolint.yaml docker/ci/Dockerfile docker/exporter/Dockerfile
+	$(VENV)/mkdocs build --strict --quiet
 
 test: bootstrap lint
 	$(VENV)/pytest -ra
