@@ -96,7 +96,7 @@ if want images; then
 fi
 
 if want kernel-tools; then
-    # Kernel builds from source (rtlab kernel config|build, README): cross compilers, the
+    # Kernel builds from source (rtlab kernel config|build, docs/kernel.md): cross compilers, the
     # kernel's host build tools, dpkg-source + patch for the RT-patched Debian source.
     kernel_missing=""
     for pkg in $KERNEL_PACKAGES; do

@@ -68,7 +68,7 @@ the interval, kept false fails down, only at the spread ``bench/verdict_quality.
 happened to use (2-4 % false fails at 2-3 times that spread), at a cost in detection.
 
 What one candidate run can detect is bounded by the run-to-run spread, not by the test
-(``bench/verdict_quality.py``, see the README's "Measured"): with 3 % spread of the
+(``bench/verdict_quality.py``, see docs/measured.md): with 3 % spread of the
 latency scale, even a test that knew the spread exactly would find a tail 30 % wider in
 only 47-88 % of single runs against 5 baseline runs. Knowing the spread from 5 runs only
 costs detection too; 20 baseline runs know it well enough to find a tail 50 % wider in

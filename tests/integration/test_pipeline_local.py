@@ -9,7 +9,7 @@ The three changes of the issue, each a commit on a branch of the clone:
 - a change that keeps PREEMPT_RT: every board and flavour passes (the whole pipeline);
 - a change that makes the kernel non-RT (the rt build gets the stock kernel) judged
   against RT thresholds: the test job fails on the latency gate, a `fail`, not an `error`.
-  Emulated latencies are milliseconds whatever the kernel (README, "The virtual rack"), so
+  Emulated latencies are milliseconds whatever the kernel (docs/virtual-rack.md), so
   the change also gives the virtual i.MX6Q the physical one's RT limit (150 µs): this
   proves the path from change to a gate `fail`, not that the virtual rack can tell the
   kernels apart, which only a physical rack can;
