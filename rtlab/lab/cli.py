@@ -16,7 +16,7 @@ def _run(args: argparse.Namespace) -> int:
 
     # an empty value (a CI variable left empty) means the suite's default, like no option
     selection = Selection(scenarios=args.scenarios or None, intervals=args.intervals or None,
-                          rt_tests=args.rt_tests or None,
+                          rt_tests=args.rt_tests or None, cases=args.cases or None,
                           suite=Path(args.suite).resolve() if args.suite else None,
                           thresholds=Path(args.thresholds).resolve() if args.thresholds else None)
     outcome = run_suite(place=args.place, board=args.board, image=Path(args.image),
@@ -107,6 +107,9 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     run.add_argument("--scenarios", help="comma-separated scenarios (default: suite.yaml's)")
     run.add_argument("--intervals", help="comma-separated intervals in µs (default: all)")
     run.add_argument("--rt-tests", help="comma-separated other rt-tests, or 'none'")
+    run.add_argument("--cases", help="instead of --scenarios × --intervals and --rt-tests: "
+                                     "comma-separated cases, scenario/interval "
+                                     "(hackbench/100us) or an rt-test (pi_stress)")
     run.add_argument("--suite", help="suite file (default: the repository's suite.yaml)")
     run.add_argument("--thresholds", help="thresholds file (default: thresholds.yaml)")
     run.set_defaults(func=_run)

@@ -34,20 +34,28 @@ INTERRUPT_GRACE_S = 120.0
 @attr.frozen
 class Selection:
     """Which part of the suite runs: the suite file's scenarios, intervals and rt-tests
-    (comma-separated names; None: all of the suite's; "none" for no rt-test), and the
-    suite and thresholds files (None: the repository's)."""
+    (comma-separated names; None: all of the suite's; "none" for no rt-test), or instead
+    the cases one by one (``hackbench/100us,pi_stress``), and the suite and thresholds
+    files (None: the repository's)."""
 
     scenarios: str | None = None
     intervals: str | None = None
     rt_tests: str | None = None
     suite: Path | None = None
     thresholds: Path | None = None
+    cases: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.cases is not None and (self.scenarios or self.intervals or self.rt_tests):
+            raise ValueError("--cases names the cases itself: give it without --scenarios, "
+                             "--intervals and --rt-tests")
 
     def pytest_args(self) -> list[str]:
         args = []
         for option, value in (("--rt-scenarios", self.scenarios),
                               ("--rt-intervals", self.intervals),
                               ("--rt-tests", self.rt_tests),
+                              ("--rt-cases", self.cases),
                               ("--rt-suite", self.suite), ("--rt-thresholds", self.thresholds)):
             if value is not None:
                 args += [option, os.fspath(value)]

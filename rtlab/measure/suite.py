@@ -89,6 +89,45 @@ class Suite:
             raise ValueError(f"{self.source}: no scenario {name!r} "
                              f"(valid: {', '.join(self.scenarios)})") from None
 
+    def cases(self, text: str) -> "Cases":
+        """The cases named in ``text``, comma-separated: ``scenario/interval`` (as in a
+        case's name, e.g. ``hackbench/100us``) or an rt-test, each at most once."""
+        latency: list[tuple[str, int]] = []
+        tools: list[str] = []
+        for name in (part.strip() for part in text.split(",")):
+            if not name:
+                continue
+            scenario, slash, interval = name.partition("/")
+            if not slash:
+                if name not in RT_TESTS:
+                    raise ValueError(f"case {name!r}: no rt-test of that name and no "
+                                     f"scenario/interval (rt-tests: {', '.join(RT_TESTS)}; "
+                                     f"a scenario case is e.g. {next(iter(self.scenarios))}"
+                                     f"/{self.intervals_us[0]}us)")
+                if name in tools:
+                    raise ValueError(f"case {name!r} is named twice")
+                tools.append(name)
+                continue
+            self.scenario(scenario)
+            if not (interval.endswith("us") and interval[:-2].isdigit()
+                    and int(interval[:-2]) > 0):
+                raise ValueError(f"case {name!r}: the interval must be µs like "
+                                 f"{self.intervals_us[0]}us, got {interval!r}")
+            case = (scenario, int(interval[:-2]))
+            if case in latency:
+                raise ValueError(f"case {name!r} is named twice")
+            latency.append(case)
+        if not latency and not tools:
+            raise ValueError(f"no case in {text!r}")
+        return Cases(tuple(latency), tuple(tools))
+
+
+@attr.frozen
+class Cases:
+    """Some cases of a suite: latency cases (scenario, interval in µs) and rt-tests."""
+
+    latency: tuple[tuple[str, int], ...]
+    rt_tests: tuple[str, ...]
 
 
 def _overridden(part: LoadPart, override: BoardOverride) -> LoadPart:

@@ -34,6 +34,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="comma-separated cyclictest intervals in µs (default: the suite's)")
     group.addoption("--rt-tests", default=None,
                     help="comma-separated other rt-tests (default: the suite's; 'none')")
+    group.addoption("--rt-cases", default=None,
+                    help="comma-separated cases instead of the matrix of --rt-scenarios × "
+                         "--rt-intervals and --rt-tests: scenario/interval (hackbench/100us) "
+                         "or an rt-test (pi_stress)")
     group.addoption("--rt-results", default=None,
                     help="folder for the JSON result records (one per test case)")
     group.addoption("--rt-thresholds", default=str(REPO_ROOT / "thresholds.yaml"),

@@ -13,7 +13,7 @@ from labgrid.resource.remote import RemotePlace
 from rtlab.lab.strategy import caused_by
 from rtlab.measure.loads import HostTraffic
 from rtlab.measure.rttests import TESTS
-from rtlab.measure.suite import load_suite
+from rtlab.measure.suite import Cases, load_suite
 from rtlab.measure.sysinfo import read_system_info
 from rtlab.util.errors import InfrastructureError
 from rtlab.verdict.thresholds import load_thresholds
@@ -148,19 +148,44 @@ def _intervals(config, suite) -> list[int]:
     return intervals
 
 
+def _selected_cases(config, suite) -> Cases | None:
+    """--rt-cases, which names cases one by one instead of a matrix (None: not given)."""
+    text = config.option.rt_cases
+    if text is None:
+        return None
+    matrix = [option for option, value in (("--rt-scenarios", config.option.rt_scenarios),
+                                           ("--rt-intervals", config.option.rt_intervals),
+                                           ("--rt-tests", config.option.rt_tests))
+              if value is not None]
+    if matrix:
+        raise pytest.UsageError(f"--rt-cases names the cases itself: drop {', '.join(matrix)}")
+    try:
+        return suite.cases(text)
+    except ValueError as error:
+        raise pytest.UsageError(f"--rt-cases: {error}") from None
+
+
 def pytest_generate_tests(metafunc):
     """The matrix comes from the suite file, so adding a scenario is a data change."""
     config = metafunc.config
     if "scenario" in metafunc.fixturenames:
         suite = _suite(config)
-        names = _names("--rt-scenarios", config.option.rt_scenarios, list(suite.scenarios),
-                       list(suite.scenarios))
-        cases = [(name, interval) for name in names for interval in _intervals(config, suite)]
+        chosen = _selected_cases(config, suite)
+        if chosen is not None:
+            cases = list(chosen.latency)
+        else:
+            names = _names("--rt-scenarios", config.option.rt_scenarios,
+                           list(suite.scenarios), list(suite.scenarios))
+            cases = [(name, interval) for name in names
+                     for interval in _intervals(config, suite)]
         _parametrize(metafunc, ("scenario", "interval_us"), cases,
                      [f"{name}-{interval}us" for name, interval in cases])
     if "rt_test" in metafunc.fixturenames:
         suite = _suite(config)
-        tools = _names("--rt-tests", config.option.rt_tests, list(suite.rt_tests), list(TESTS))
+        chosen = _selected_cases(config, suite)
+        tools = (list(chosen.rt_tests) if chosen is not None else
+                 _names("--rt-tests", config.option.rt_tests, list(suite.rt_tests),
+                        list(TESTS)))
         _parametrize(metafunc, "rt_test", tools, tools)
 
 

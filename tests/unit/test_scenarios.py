@@ -102,6 +102,28 @@ def test_scenario_settings_leave_out_the_traffic_addresses(suite):
     assert wired.settings() == {"network": {"ping_bytes": 1400}}
 
 
+def test_cases_named_one_by_one(suite):
+    chosen = suite.cases("hackbench/100us, combined/1000us,pi_stress,idle/10000us")
+    assert chosen.latency == (("hackbench", 100), ("combined", 1000), ("idle", 10000))
+    assert chosen.rt_tests == ("pi_stress",)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("hackbnch/100us", "no scenario 'hackbnch' (valid: idle, cpu25"),
+    ("hackbench/100", "case 'hackbench/100': the interval must be µs like 100us, got '100'"),
+    ("hackbench/0us", "the interval must be µs like 100us, got '0us'"),
+    ("pistress", "case 'pistress': no rt-test of that name and no scenario/interval "
+                 "(rt-tests: pi_stress, pip_stress"),
+    ("idle/1000us,idle/1000us", "case 'idle/1000us' is named twice"),
+    ("oslat,oslat", "case 'oslat' is named twice"),
+    (" , ", "no case in ' , '"),
+])
+def test_bad_case_names_are_refused_with_what_was_expected(suite, text, message):
+    with pytest.raises(ValueError) as raised:
+        suite.cases(text)
+    assert message in str(raised.value)
+
+
 def test_unknown_scenario_lists_the_valid_ones(suite):
     with pytest.raises(ValueError) as raised:
         suite.scenario("cpu60")
