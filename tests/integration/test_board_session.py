@@ -1,6 +1,7 @@
 """A virtual board through the whole path, via the coordinator and exporter: flash with
 bmaptool through the SD mux, power on through the PDU, log in on the serial console, run
-cyclictest under load, and judge it — plus a person's labgrid-client session."""
+cyclictest under load, and judge it; and a board that cannot boot. (A person's
+labgrid-client session is test_manual_session's.)"""
 
 import json
 import os
@@ -9,7 +10,6 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-import pexpect
 import pytest
 from ruamel.yaml import YAML
 from sdcard import copy_image, replace_boot_file
@@ -19,7 +19,6 @@ from rtlab.store.query import history
 from rtlab.util.paths import REPO_ROOT
 
 RTLAB = [sys.executable, "-m", "rtlab.cli"]
-CLIENT = str(Path(sys.executable).parent / "labgrid-client")
 
 
 def run_rtlab(*args: str) -> subprocess.CompletedProcess:
@@ -95,11 +94,12 @@ def broken_copy(sd_image: Path, dest: Path) -> Path:
 
 
 def short_boot_env(tmp_path: Path) -> Path:
-    """env/virtual.yaml with a short login timeout, so the test waits less for a board
-    that will never boot."""
+    """env/virtual.yaml with a short login timeout and two boot attempts, so the test
+    waits less for a board that will never boot."""
     yaml = YAML(typ="rt")
     data = yaml.load((REPO_ROOT / "env" / "virtual.yaml").read_text())
     data["targets"]["main"]["drivers"]["ShellDriver"]["login_timeout"] = 30
+    data["targets"]["main"]["drivers"]["RTLabStrategy"]["boot_attempts"] = 2
     env = tmp_path / "virtual-short.yaml"
     with env.open("w") as out:
         yaml.dump(data, out)
@@ -129,14 +129,14 @@ def test_board_that_cannot_boot_is_an_error(broken_board_run):
     # attempts (a power cycle each) waited for the login prompt
     assert "no login prompt after 30 s (last console line: 'rtlab-vboot:" in error.get(
         "message", "")
-    assert "(boot attempt 3 of 3)" in error.get("message", "")
+    assert "(boot attempt 2 of 2)" in error.get("message", "")
 
     [record_file] = (out / "results").glob("*.json")
     record = json.loads(record_file.read_text())
     assert record["verdict"] == "error"
     assert record["message"].startswith("no login prompt after 30 s")
     assert [a["ok"] for a in record["infrastructure"]["attempts"]
-            if a["step"] == "boot"] == [False, False, False]
+            if a["step"] == "boot"] == [False, False]
     # what was to run is known although the board never answered
     assert record["name"] == "qemu-imx6q/rt/cpu100/1000us"
     assert record["place"] == "imx6q-01"
@@ -147,42 +147,3 @@ def test_boot_failure_carries_the_console_log(broken_board_run):
     _, out = broken_board_run
     system_out = only_case(out / "junit-imx6q-01.xml").findtext("system-out") or ""
     assert "console log" in system_out and "rtlab-vboot: imx6q power on" in system_out
-
-
-@pytest.fixture
-def client_env(vlab, image):
-    env = {**os.environ, "LG_COORDINATOR": vlab.coordinator_address,
-           "LG_ENV": str(REPO_ROOT / "env" / "virtual.yaml"), "LG_PLACE": "rpi3-01",
-           "LG_IMAGE": str(image("rpi3", "std"))}
-    yield env
-    subprocess.run([CLIENT, "-p", "rpi3-01", "power", "off"], env=env, check=False)
-    subprocess.run([CLIENT, "-p", "rpi3-01", "release"], env=env, check=False)
-
-
-def client(env: dict, *args: str) -> str:
-    proc = subprocess.run([CLIENT, "-p", "rpi3-01", *args], env=env, capture_output=True,
-                          text=True, timeout=300, check=False)
-    assert proc.returncode == 0, f"labgrid-client {' '.join(args)}: {proc.stderr}"
-    return proc.stdout
-
-
-def test_manual_labgrid_client_session(client_env):
-    client(client_env, "acquire")
-    assert "acquired:" in client(client_env, "show")
-    # what a person does to get their own image on the board: let the strategy flash it
-    client(client_env, "-s", "flashed", "power", "get")
-    client(client_env, "power", "cycle")
-    assert "on" in client(client_env, "power", "get")
-    console = pexpect.spawn(CLIENT, ["-p", "rpi3-01", "console"], env=client_env,
-                            timeout=180, encoding="utf-8", codec_errors="replace")
-    try:
-        console.expect("rtlab-rpi3 login: ")
-        console.sendline("root")
-        console.expect("root@rtlab:")
-        console.sendline("uname -m")
-        console.expect("aarch64")
-    finally:
-        console.terminate(force=True)
-    client(client_env, "power", "off")
-    assert "off" in client(client_env, "power", "get")
-    client(client_env, "release")

@@ -8,7 +8,8 @@ from rtlab.measure.window import MARK
 # from power-on: a slow boot cannot move the disconnect out of the window
 WINDOW_STARTED = f"{MARK}started"
 DISCONNECT_AFTER_S = 5
-WINDOW_S = 20
+# 10 s and more: the board's emulated CPUs can stall for seconds (docs/measured.md)
+WINDOW_S = 12
 
 
 def test_serial_lost_during_measurement_is_an_error_and_the_board_recovers(
