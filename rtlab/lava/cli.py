@@ -116,9 +116,10 @@ def _thresholds(args: argparse.Namespace) -> "Thresholds":
 def _judge(args: argparse.Namespace, definition: str, definition_source: str, log_text: str,
            log_source: str, job: "LavaJob") -> int:
     from rtlab.lava.joblog import read_log
-    from rtlab.lava.junit import default_path, job_junit, write_junit
+    from rtlab.lava.junit import default_path, job_junit
     from rtlab.lava.plan import plan_of_job
     from rtlab.lava.records import exit_code, job_records, summary, write_records
+    from rtlab.verdict.junit import write_junit
 
     # GitLab's test report, as `rtlab run` leaves one; built from the records once written
     junit = Path(args.junit) if args.junit else default_path(Path(args.out), job)

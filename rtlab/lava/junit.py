@@ -15,7 +15,6 @@ record as told by that record, so records and JUnit in one folder add each case 
 """
 
 import datetime
-import re
 import socket
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
@@ -25,24 +24,18 @@ from typing import Any
 from rtlab.lava.joblog import JobLog
 from rtlab.lava.plan import Plan, PlannedCase
 from rtlab.lava.records import LavaJob
-from rtlab.verdict.record import ci_context, write_atomic
+from rtlab.verdict.junit import (
+    LATENCY_CLASSNAME,
+    RT_TOOL_CLASSNAME,
+    add_verdict,
+    case_properties,
+    xml_text,
+)
+from rtlab.verdict.record import ci_context
 
-# the classnames of tests/target's test cases (pytest's JUnit names them by module): a
-# LAVA job runs the same cases, and GitLab groups a report's cases by classname
-LATENCY_CLASSNAME = "tests.target.test_latency"
-RT_TOOL_CLASSNAME = "tests.target.test_rttests"
 ROOT_NAME = "rtlab lava"
 # as many lines of the log as the labgrid path attaches of a console (conftest.py)
 TAIL_LINES = 200
-# XML 1.0 has no place for these (a console's escape sequences, a NUL in a garbled log):
-# written as #xNN, as pytest's JUnit writes them
-_NOT_XML = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-
-
-def _xml(text: object) -> str:
-    return _NOT_XML.sub(lambda match: f"#x{ord(match.group()):02X}", str(text))
-
-
 def label_of(job: LavaJob) -> str:
     """The suite's name and the file's (``junit-<label>.xml``): the job's id, which no
     other job's JUnit in the same folder shares."""
@@ -59,47 +52,6 @@ def _time(text: object, where: str) -> datetime.datetime:
     except ValueError:
         raise ValueError(f"{where}: {text!r} is not an ISO 8601 time") from None
     return when if when.tzinfo else when.replace(tzinfo=datetime.UTC)
-
-
-def _number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def case_properties(record: Mapping[str, Any], path: Path) -> list[tuple[str, str]]:
-    """The properties tests/target records for the case, in its order, from the record:
-    the CPU utilisation of the window, the CPUs that never woke, each CPU's max, avg,
-    p99.9 and tail bound; for an rt-test its gated threads' max and avg, or the
-    inversions; last the record's path."""
-    found: list[tuple[str, str]] = []
-    load_check = record.get("load_check") or {}
-    if _number(load_check.get("cpu_utilisation")):
-        found.append(("cpu_utilisation", f"{load_check['cpu_utilisation']:.3f}"))
-    cpus = record.get("cpus") or []
-    for silent in (cpu for cpu in cpus if cpu.get("no_wakeup")):
-        where = (f"cpu{silent['cpu']}" if silent.get("cpu") is not None
-                 else f"thread{silent.get('thread')}")
-        found.append((f"{where}_samples", "0"))
-    for cpu in (cpu for cpu in cpus if not cpu.get("no_wakeup")):
-        found.append((f"cpu{cpu['cpu']}_max_us", str(cpu.get("max_us"))))
-        found.append((f"cpu{cpu['cpu']}_avg_us", str(cpu.get("avg_us"))))
-        p99_9 = (cpu.get("percentiles_us") or {}).get("p99_9")
-        # beyond the histogram's range the record says ">=N": tests/target writes none then
-        if _number(p99_9):
-            found.append((f"cpu{cpu['cpu']}_p99_9_us", str(p99_9)))
-        bound = (cpu.get("tail") or {}).get("bound_us")
-        if bound is not None:
-            # an unbounded tail is "inf" in the record (strict JSON), inf to tests/target
-            shown = f"{bound:.1f}" if _number(bound) else str(bound)
-            found.append((f"cpu{cpu['cpu']}_tail_bound_us", shown))
-    functional = record.get("functional")
-    if isinstance(functional, Mapping) and functional.get("inversions") is not None:
-        found.append(("inversions", str(functional["inversions"])))
-    for thread in record.get("threads") or []:
-        if thread.get("gated"):
-            found.append((f"thread{thread['thread']}_max_us", str(thread.get("max_us"))))
-            found.append((f"thread{thread['thread']}_avg_us", str(thread.get("avg_us"))))
-    found.append(("result_record", str(path)))
-    return found
 
 
 def log_excerpt(log: JobLog, spans: Mapping[str, tuple[int, int | None]],
@@ -141,13 +93,13 @@ def job_junit(plan: Plan, log: JobLog, job: LavaJob, records: Sequence[Mapping[s
     spans = log.evidence().spans
     root = ET.Element("testsuites", name=ROOT_NAME)
     suite = ET.SubElement(root, "testsuite", {
-        "name": _xml(label or label_of(job)), "errors": str(counts["error"]),
+        "name": xml_text(label or label_of(job)), "errors": str(counts["error"]),
         "failures": str(counts["fail"]), "skipped": str(counts["skipped"]),
         "tests": str(len(records)), "time": f"{(end - begin).total_seconds():.3f}",
-        "timestamp": begin.isoformat(), "hostname": _xml(socket.gethostname())})
+        "timestamp": begin.isoformat(), "hostname": xml_text(socket.gethostname())})
     properties = ET.SubElement(suite, "properties")
     for name, value in _suite_properties(log, job):
-        ET.SubElement(properties, "property", name=_xml(name), value=_xml(value))
+        ET.SubElement(properties, "property", name=xml_text(name), value=xml_text(value))
     for case, record, path, start, stop in zip(plan.cases, records, paths, started, finished,
                                                strict=True):
         name = f"{plan.board}/{plan.flavour}/{case.name}"
@@ -156,12 +108,12 @@ def job_junit(plan: Plan, log: JobLog, job: LavaJob, records: Sequence[Mapping[s
                              f"plan has {name!r}")
         element = ET.SubElement(suite, "testcase", {
             "classname": RT_TOOL_CLASSNAME if case.tool is not None else LATENCY_CLASSNAME,
-            "name": _xml(name), "time": f"{max((stop - start).total_seconds(), 0.0):.3f}"})
+            "name": xml_text(name), "time": f"{max((stop - start).total_seconds(), 0.0):.3f}"})
         figures = ET.SubElement(element, "properties")
         for key, value in case_properties(record, path):
-            ET.SubElement(figures, "property", name=_xml(key), value=_xml(value))
-        _verdict(element, record["verdict"], record["message"])
-        ET.SubElement(element, "system-out").text = _xml(log_excerpt(log, spans, case))
+            ET.SubElement(figures, "property", name=xml_text(key), value=xml_text(value))
+        add_verdict(element, record["verdict"], record["message"])
+        ET.SubElement(element, "system-out").text = xml_text(log_excerpt(log, spans, case))
     return root
 
 
@@ -182,21 +134,3 @@ def _suite_properties(log: JobLog, job: LavaJob) -> list[tuple[str, str]]:
     return found
 
 
-def _verdict(element: ET.Element, verdict: str, message: str) -> None:
-    if verdict == "fail":
-        ET.SubElement(element, "failure", message=_xml(message)).text = _xml(message)
-    elif verdict == "error":
-        cause = next((line.strip() for line in message.splitlines() if line.strip()), "")
-        ET.SubElement(element, "error", message=_xml(cause)).text = _xml(message)
-    elif verdict == "skipped":
-        ET.SubElement(element, "skipped", message=_xml(message)).text = _xml(message)
-    elif verdict != "pass":
-        raise ValueError(f"verdict {verdict!r} of a result record is none of pass, fail, "
-                         "error, skipped")
-
-
-def write_junit(path: Path, root: ET.Element) -> None:
-    """Atomically (rtlab.verdict.record.write_atomic): a runner killed while writing leaves the
-    previous file or none, never half a report."""
-    ET.indent(root)
-    write_atomic(path, ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n")

@@ -13,12 +13,13 @@ import pytest
 from rtlab.cli import main
 from rtlab.lava import records
 from rtlab.lava.joblog import read_log
-from rtlab.lava.junit import case_properties, job_junit, write_junit
+from rtlab.lava.junit import job_junit
 from rtlab.lava.plan import plan_of_job
 from rtlab.measure.suite import load_suite
 from rtlab.store import ingest_paths, open_store
 from rtlab.store.junit import read_junit
 from rtlab.util.paths import REPO_ROOT
+from rtlab.verdict.junit import case_properties, write_junit
 from rtlab.verdict.record import read_record
 from rtlab.verdict.thresholds import load_thresholds
 from tests.lava_log import LOG, file_start, garble_evidence, log_lines
