@@ -2,4 +2,6 @@
 for every case, atomic JUnit; rtlab/pytestplugin/) beside labgrid's, which its entry point
 loads."""
 
-pytest_plugins = ["rtlab.pytestplugin.hooks", "rtlab.pytestplugin.junit"]
+pytest_plugins = [
+    "rtlab.pytestplugin.hooks", "rtlab.pytestplugin.junit", "rtlab.pytestplugin.queue",
+]

@@ -67,6 +67,10 @@ def virtual_rack_variables(coordinator: str, health_dir: Path,
         "RTLAB_SCENARIOS": scenarios,
         "RTLAB_INTERVALS": intervals,
         "RTLAB_RT_TESTS": rt_tests,
+        # the one case above, not a tier; one place per board type (the rack's second
+        # imx6q is test_shared_plan's)
+        "RTLAB_TIER": "",
+        "RTLAB_BOARDS": "1",
         "RTLAB_RESERVE_TIMEOUT": "900",
         # the Debian archives this checkout already has (a lab runner's cache volume)
         "RTLAB_CACHE": os.fspath(Path(os.environ.get("RTLAB_CACHE",

@@ -11,20 +11,65 @@ from rtlab.lab import reservation
 from rtlab.util import paths
 
 
-def _run(args: argparse.Namespace) -> int:
-    from rtlab.lab.runner import Selection, run_suite
+def _boards(text: str) -> int:
+    if text == "":
+        return 1  # a CI variable left empty: the default
+    if text == "all":
+        return 0
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"a number of places (1 or more) or all, got {text!r}")
+    return int(text)
 
+
+def _run(args: argparse.Namespace) -> int:
+    from rtlab.lab.runner import Selection, Sharing, run_suite
+    from rtlab.store import default_url
+
+    if args.boards != 1:
+        if args.board is None:
+            raise ValueError("--boards shares a board type's cases among its places: give "
+                             "--board, not --place")
+        if args.plan is not None:
+            raise ValueError("--plan names the plan of one place: give it without --boards")
+        from rtlab.lab.sharing import run_on_boards
+
+        return run_on_boards(_run_argv(args), board=args.board, boards=args.boards,
+                             coordinator=args.coordinator, image=Path(args.image),
+                             out_dir=Path(args.out),
+                             queue=args.queue)
+    sharing = None
+    if args.plan is not None:
+        sharing = Sharing(queue=args.queue or default_url(), plan=args.plan)
+    elif args.queue is not None:
+        raise ValueError("--queue holds a plan's cases: give --plan with it")
     # an empty value (a CI variable left empty) means the suite's default, like no option
     selection = Selection(scenarios=args.scenarios or None, intervals=args.intervals or None,
                           rt_tests=args.rt_tests or None, cases=args.cases or None,
+                          tier=args.tier or None,
                           suite=Path(args.suite).resolve() if args.suite else None,
-                          thresholds=Path(args.thresholds).resolve() if args.thresholds else None)
+                          thresholds=Path(args.thresholds).resolve() if args.thresholds else None,
+                          sharing=sharing)
     outcome = run_suite(place=args.place, board=args.board, image=Path(args.image),
                         env_file=Path(args.env), coordinator=args.coordinator,
                         out_dir=Path(args.out), duration_s=args.duration,
                         selection=selection, reserve_timeout_s=args.reserve_timeout)
     print(f"JUnit: {outcome.junit}\nresults: {outcome.results}")
     return outcome.exit_code
+
+
+def _run_argv(args: argparse.Namespace) -> list[str]:
+    """The ``rtlab run`` of one place of a shared plan: these arguments, less --boards."""
+    argv = ["run", "--board", args.board]
+    for option, value in (("--reserve-timeout", args.reserve_timeout), ("--image", args.image),
+                          ("--env", args.env), ("--coordinator", args.coordinator),
+                          ("--out", args.out), ("--duration", args.duration),
+                          ("--scenarios", args.scenarios), ("--intervals", args.intervals),
+                          ("--rt-tests", args.rt_tests), ("--cases", args.cases),
+                          ("--tier", args.tier),
+                          ("--suite", args.suite), ("--thresholds", args.thresholds)):
+        if value is not None:
+            argv += [option, str(value)]
+    return argv
 
 
 def _lab(args: argparse.Namespace) -> int:
@@ -86,9 +131,16 @@ def _env_check(args: argparse.Namespace) -> int:
 
 
 def _release_command(args: argparse.Namespace) -> int:
-    code, message = reservation.release_file(Path(args.file), args.coordinator)
-    print(message, file=sys.stderr if code else sys.stdout)
-    return code
+    path = Path(args.file)
+    # a folder: every place of a shared plan left a state file of its own there
+    files = (sorted(path.glob("reservation*.json")) or [path / reservation.RESERVATION_FILE]
+             if path.is_dir() else [path])
+    worst = 0
+    for state_file in files:
+        code, message = reservation.release_file(state_file, args.coordinator)
+        print(message, file=sys.stderr if code else sys.stdout)
+        worst = max(worst, code)
+    return worst
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -110,8 +162,21 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     run.add_argument("--cases", help="instead of --scenarios × --intervals and --rt-tests: "
                                      "comma-separated cases, scenario/interval "
                                      "(hackbench/100us) or an rt-test (pi_stress)")
+    run.add_argument("--tier", help="instead of --scenarios × --intervals and --rt-tests: a "
+                                    "tier of the suite file (gate: the cases of every push; "
+                                    "full: every case)")
     run.add_argument("--suite", help="suite file (default: the repository's suite.yaml)")
     run.add_argument("--thresholds", help="thresholds file (default: thresholds.yaml)")
+    run.add_argument("--boards", type=_boards, default=1, metavar="N|all",
+                     help="with --board: run on N healthy places of the type at once (all: "
+                          "every one), sharing the cases, each measured by one place "
+                          "(default 1)")
+    run.add_argument("--plan", help="this place works on the plan PLAN with others (each "
+                                    "case measured by one place; --boards makes one)")
+    run.add_argument("--queue", metavar="URL",
+                     help="the results store holding --plan's cases (default: "
+                          "$RTLAB_RESULTS_DB, else sqlite:///results.db; --boards: a "
+                          "plan.db in --out)")
     run.set_defaults(func=_run)
 
     lab = sub.add_parser("lab", help="the places' health")
@@ -138,7 +203,8 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     release_parser = actions.add_parser(
         "release", help="release the place and cancel the reservation a state file names "
                         "(nothing to do when the run ended cleanly)")
-    release_parser.add_argument("file", help=f"the run's {reservation.RESERVATION_FILE}")
+    release_parser.add_argument("file", help=f"the run's {reservation.RESERVATION_FILE}, or "
+                                             "its --out folder (every reservation*.json)")
     release_parser.add_argument("--coordinator",
                                 help="coordinator (default: the one in the file)")
     release_parser.set_defaults(func=_release_command)

@@ -44,22 +44,43 @@ class Selection:
     suite: Path | None = None
     thresholds: Path | None = None
     cases: str | None = None
+    tier: str | None = None
+    """A tier of the suite file (its cases; ``full``: the whole matrix)."""
+    sharing: "Sharing | None" = None
+    """A plan whose cases this place shares with others (each case measured by one)."""
 
     def __attrs_post_init__(self) -> None:
-        if self.cases is not None and (self.scenarios or self.intervals or self.rt_tests):
-            raise ValueError("--cases names the cases itself: give it without --scenarios, "
-                             "--intervals and --rt-tests")
+        matrix = [option for option, value in (("--scenarios", self.scenarios),
+                                               ("--intervals", self.intervals),
+                                               ("--rt-tests", self.rt_tests)) if value]
+        for option, value in (("--cases", self.cases), ("--tier", self.tier)):
+            if value is not None and matrix:
+                raise ValueError(f"{option} names the cases itself: give it without "
+                                 f"{', '.join(matrix)}")
+        if self.cases is not None and self.tier is not None:
+            raise ValueError("--cases and --tier both name the cases: give one")
 
     def pytest_args(self) -> list[str]:
         args = []
         for option, value in (("--rt-scenarios", self.scenarios),
                               ("--rt-intervals", self.intervals),
                               ("--rt-tests", self.rt_tests),
-                              ("--rt-cases", self.cases),
+                              ("--rt-cases", self.cases), ("--rt-tier", self.tier),
                               ("--rt-suite", self.suite), ("--rt-thresholds", self.thresholds)):
             if value is not None:
                 args += [option, os.fspath(value)]
+        if self.sharing is not None:
+            args += ["--rt-queue", self.sharing.queue, "--rt-plan", self.sharing.plan]
         return args
+
+
+@attr.frozen
+class Sharing:
+    """A plan (rtlab.lab.queue) several places work on: the results store that holds its
+    cases, and its name."""
+
+    queue: str
+    plan: str
 
 
 @attr.frozen
@@ -157,8 +178,11 @@ def run_suite(
     filters = filters_for(place=place, board=board)
     if board is not None and kind == "run":
         filters = healthy_filters(LabgridClient(coordinator), filters)
+    # places sharing a plan write into one folder: a state file each
+    state_file = out_dir / (RESERVATION_FILE if selection.sharing is None
+                            else f"reservation-{os.getpid()}.json")
     with reserved(coordinator, filters,
-                  timeout_s=reserve_timeout_s, state_file=out_dir / RESERVATION_FILE,
+                  timeout_s=reserve_timeout_s, state_file=state_file,
                   progress=lambda message: print(message, flush=True)) as reservation:
         assert reservation.place is not None
         return _run_reserved(place=reservation.place, image=image, env_file=env_file,

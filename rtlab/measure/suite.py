@@ -17,6 +17,8 @@ from rtlab.util.paths import REPO_ROOT
 from rtlab.util.yamlfile import YamlFileError, line_of, load_yaml
 
 DEFAULT_PATH = REPO_ROOT / "suite.yaml"
+# the tier every suite has: every scenario × interval and every rt-test
+FULL_TIER = "full"
 RT_TESTS = ("pi_stress", "pip_stress", "ptsematest", "pmqtest", "sigwaittest", "signaltest",
             "oslat")
 
@@ -67,6 +69,8 @@ class Suite:
     scenarios: dict[str, Scenario]
     rt_tests: tuple[str, ...]
     board_overrides: tuple[BoardOverride, ...] = ()
+    tiers: Mapping[str, "Cases"] = attr.field(factory=dict)
+    """Named sets of cases (``tiers:``); :data:`FULL_TIER` is the whole matrix."""
 
     def for_board(self, board: str) -> "Suite":
         """The suite as it runs on ``board`` (a board tag): the first override whose
@@ -89,6 +93,16 @@ class Suite:
             raise ValueError(f"{self.source}: no scenario {name!r} "
                              f"(valid: {', '.join(self.scenarios)})") from None
 
+    def tier(self, name: str) -> "Cases | None":
+        """The cases of a tier; None for :data:`FULL_TIER`, the whole matrix."""
+        if name == FULL_TIER:
+            return None
+        try:
+            return self.tiers[name]
+        except KeyError:
+            raise ValueError(f"{self.source}: no tier {name!r} (valid: "
+                             f"{', '.join([FULL_TIER, *self.tiers])})") from None
+
     def cases(self, text: str) -> "Cases":
         """The cases named in ``text``, comma-separated: ``scenario/interval`` (as in a
         case's name, e.g. ``hackbench/100us``) or an rt-test, each at most once."""
@@ -108,7 +122,9 @@ class Suite:
                     raise ValueError(f"case {name!r} is named twice")
                 tools.append(name)
                 continue
-            self.scenario(scenario)
+            if scenario not in self.scenarios:
+                raise ValueError(f"no scenario {scenario!r} (valid: "
+                                 f"{', '.join(self.scenarios)})")
             if not (interval.endswith("us") and interval[:-2].isdigit()
                     and int(interval[:-2]) > 0):
                 raise ValueError(f"case {name!r}: the interval must be µs like "
@@ -120,6 +136,11 @@ class Suite:
         if not latency and not tools:
             raise ValueError(f"no case in {text!r}")
         return Cases(tuple(latency), tuple(tools))
+
+
+def case_name(scenario: str, interval_us: int) -> str:
+    """A latency case's part of its name (board/flavour/<this>): ``hackbench/100us``."""
+    return f"{scenario}/{interval_us}us"
 
 
 @attr.frozen
@@ -188,7 +209,8 @@ class _Loader:
     def top(self, doc: Any) -> Suite:  # noqa: ANN401
         if not isinstance(doc, CommentedMap):
             raise SuiteFileError(f"{self.display}:1: expected a mapping")
-        allowed = ("cyclictest", "load_settings", "scenarios", "rt_tests", "board_overrides")
+        allowed = ("cyclictest", "load_settings", "scenarios", "rt_tests", "board_overrides",
+                   "tiers")
         for key in doc:
             if key not in allowed:
                 raise self.error(doc, key, f"unknown key {key!r} "
@@ -234,7 +256,37 @@ class _Loader:
             for scenario in scenarios.values():
                 for part in scenario.loads:
                     _overridden(part, override)
-        return suite
+        return attr.evolve(suite, tiers=self.tiers(doc, suite))
+
+    def tiers(self, doc: CommentedMap, suite: Suite) -> dict[str, "Cases"]:
+        if "tiers" not in doc:
+            return {}
+        node = self.mapping(doc, "tiers", "tiers")
+        tiers = {}
+        for name in node:
+            where = f"tiers.{name}"
+            if name == FULL_TIER:
+                raise self.error(node, name, f"{where}: {FULL_TIER!r} is every case of the "
+                                 "suite already; name the tier otherwise")
+            if not isinstance(name, str) or not name.replace("_", "").isalnum():
+                raise self.error(node, name,
+                                 f"tier name must be letters, digits or _, got {name!r}")
+            tier = self.mapping(node, name, where)
+            self.keys(tier, ("cases",), where)
+            cases = tier["cases"]
+            if not isinstance(cases, CommentedSeq) or not cases:
+                raise self.error(tier, "cases", f"{where}.cases must be a list of cases "
+                                 "(scenario/interval or an rt-test)")
+            for index, case in enumerate(cases):
+                try:
+                    suite.cases(str(case))
+                except ValueError as error:
+                    raise self.error(cases, index, f"{where}.cases: {error}") from None
+            try:
+                tiers[name] = suite.cases(",".join(map(str, cases)))
+            except ValueError as error:
+                raise self.error(tier, "cases", f"{where}.cases: {error}") from None
+        return tiers
 
     def overrides(self, doc: CommentedMap) -> tuple[BoardOverride, ...]:
         if "board_overrides" not in doc:

@@ -34,6 +34,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="comma-separated cyclictest intervals in µs (default: the suite's)")
     group.addoption("--rt-tests", default=None,
                     help="comma-separated other rt-tests (default: the suite's; 'none')")
+    group.addoption("--rt-tier", default=None,
+                    help="a tier of the suite file: its cases (full: the whole matrix); "
+                         "the records say which tier ran")
     group.addoption("--rt-cases", default=None,
                     help="comma-separated cases instead of the matrix of --rt-scenarios × "
                          "--rt-intervals and --rt-tests: scenario/interval (hackbench/100us) "

@@ -498,12 +498,17 @@ def tail_result(hist: CpuHistogram, limit_us: float | None,
 
 
 def run_parts(case: CaseRow) -> list[str]:
-    """When and in which pipeline a case ran, as the table and the summary name its run."""
+    """When, in which pipeline and on which place a case ran, as the table and the summary
+    name its run (the places of a board type share a plan's cases: each says its own)."""
     parts = [case.started.strftime("%Y-%m-%d %H:%M")]
     if case.pipeline_id:
         parts.append(f"pipeline {case.pipeline_id}")
     if case.commit_sha:
         parts.append(case.commit_sha[:8])
+    if case.place:
+        parts.append(f"on {case.place}")
+    if case.tier:
+        parts.append(f"tier {case.tier}")
     return parts
 
 

@@ -361,7 +361,7 @@ def _case(record: Mapping[str, Any], run: Run) -> Case:
         verdict=record["verdict"], message=record.get("message", ""),
         started=_time(record["started"]),
         finished=_time(record["finished"]) if record.get("finished") else None,
-        duration_s=record.get("duration_s"), record=dict(record),
+        duration_s=record.get("duration_s"), tier=record.get("tier"), record=dict(record),
     )
     for position, cpu in enumerate(record.get("cpus") or record.get("threads") or []):
         case.cpus.append(_cpu(position, cpu))

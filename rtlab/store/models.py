@@ -94,6 +94,8 @@ class Case(Base):
     started: Mapped[datetime.datetime] = mapped_column(DateTime(timezone=True))
     finished: Mapped[datetime.datetime | None] = mapped_column(DateTime(timezone=True))
     duration_s: Mapped[int | None] = mapped_column(Integer)
+    # the suite.yaml tier the case ran in (gate, full), when the run named one
+    tier: Mapped[str | None] = mapped_column(String(50))
     # the record as written on the runner, whole
     record: Mapped[dict[str, Any]] = mapped_column(JSON)
 
@@ -156,6 +158,44 @@ class CaseThreshold(Base):
     source: Mapped[str | None] = mapped_column(String(300))
 
     case: Mapped[Case] = relationship(back_populates="limits")
+
+
+class QueuedCase(Base):
+    """A case of a plan (one board type × flavour of one pipeline job, or of one
+    ``rtlab run --boards N``) that any place of the plan may measure: ``queued`` until one
+    claims it, ``claimed`` while its place measures it, ``done`` with the verdict. The
+    claim is one conditional UPDATE, so that two places never measure one case
+    (rtlab.lab.queue)."""
+
+    __tablename__ = "queued_cases"
+    __table_args__ = (UniqueConstraint("plan", "name", name="uq_queued_cases_plan_name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    plan: Mapped[str] = mapped_column(String(200), index=True)
+    # the case's part of its name: scenario/interval (hackbench/100us) or an rt-test
+    name: Mapped[str] = mapped_column(String(300))
+    position: Mapped[int] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(String(12))
+    place: Mapped[str | None] = mapped_column(String(100))
+    claimed_at: Mapped[datetime.datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime.datetime | None] = mapped_column(DateTime(timezone=True))
+    verdict: Mapped[str | None] = mapped_column(String(10))
+
+
+class PlanWorker(Base):
+    """A place working on a plan: ``active`` while it takes cases, ``stopped`` when it
+    left the rest to the others after an infrastructure error, ``finished`` when it found
+    nothing left to take."""
+
+    __tablename__ = "plan_workers"
+    __table_args__ = (UniqueConstraint("plan", "place", name="uq_plan_workers_plan_place"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    plan: Mapped[str] = mapped_column(String(200), index=True)
+    place: Mapped[str] = mapped_column(String(100))
+    state: Mapped[str] = mapped_column(String(12))
+    reason: Mapped[str | None] = mapped_column(Text)
+    updated: Mapped[datetime.datetime] = mapped_column(DateTime(timezone=True))
 
 
 def pack_counts(sparse: dict[str, int], range_us: int) -> bytes:

@@ -70,6 +70,7 @@ class CaseRow(CaseIdentity):
     realtime: bool | None
     merge_request_iid: str | None
     cpus: tuple[CpuRow, ...]
+    tier: str | None = None
     # metric -> (value, thresholds.yaml:LINE) the case was judged by
     limits: dict[str, tuple[float, str | None]] = attr.field(factory=dict, eq=False)
 
@@ -137,7 +138,7 @@ def _row(case: Case, histograms: bool) -> CaseRow:
         kind=case.kind, verdict=case.verdict, message=case.message,
         started=_utc(case.started), place=run.place, kernel_release=run.kernel_release,
         realtime=run.realtime, pipeline_id=run.pipeline_id, commit_sha=run.commit_sha,
-        ref_name=run.ref_name, merge_request_iid=run.merge_request_iid,
+        ref_name=run.ref_name, merge_request_iid=run.merge_request_iid, tier=case.tier,
         cpus=tuple(_cpu(cpu, histograms) for cpu in case.cpus),
         limits={limit.metric: (limit.value, limit.source) for limit in case.limits},
     )

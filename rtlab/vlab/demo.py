@@ -30,7 +30,9 @@ def run_demo(out_dir: Path, duration_s: int, full: bool) -> int:
     out_dir = out_dir / time.strftime("demo-%Y%m%d-%H%M%S")
     config = load_config(paths.default_vlab_config())
     images: dict[tuple[str, str], Path] = {}
-    for board in config.boards:
+    # one place of each board type (the rack may have several of one)
+    places = {board.model: board for board in reversed(config.boards)}
+    for board in sorted(places.values(), key=config.boards.index):
         for flavour in FLAVOURS:
             _progress(f"image {board.model}-{flavour}")
             artifacts = build_image(board.model, flavour, paths.debs_dir(), paths.images_dir(),

@@ -71,7 +71,7 @@ def test_serial_line_stays_open_across_power_cycles(vlab, rpi3):
 
 def test_bad_requests_name_the_valid_values(vlab, rpi3):
     reply = requests.get(f"{vlab.api_url}/pdu/9", timeout=5)
-    assert reply.status_code == 404 and "valid: 1, 2" in reply.text
+    assert reply.status_code == 404 and "valid: 1, 2, 3" in reply.text
     reply = set_mux(vlab, rpi3.place, "sideways")
     assert reply.status_code == 400 and "valid: dut, host, off" in reply.text
     reply = requests.get(f"{vlab.api_url}/pdu/1/2", timeout=5)

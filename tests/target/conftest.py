@@ -149,20 +149,24 @@ def _intervals(config, suite) -> list[int]:
 
 
 def _selected_cases(config, suite) -> Cases | None:
-    """--rt-cases, which names cases one by one instead of a matrix (None: not given)."""
-    text = config.option.rt_cases
-    if text is None:
+    """--rt-cases or --rt-tier, which name cases instead of a matrix (None: neither, or
+    the full tier)."""
+    text, tier = config.option.rt_cases, config.option.rt_tier
+    if text is None and tier is None:
         return None
+    given = "--rt-cases" if text is not None else "--rt-tier"
+    if text is not None and tier is not None:
+        raise pytest.UsageError("--rt-cases and --rt-tier both name the cases: give one")
     matrix = [option for option, value in (("--rt-scenarios", config.option.rt_scenarios),
                                            ("--rt-intervals", config.option.rt_intervals),
                                            ("--rt-tests", config.option.rt_tests))
               if value is not None]
     if matrix:
-        raise pytest.UsageError(f"--rt-cases names the cases itself: drop {', '.join(matrix)}")
+        raise pytest.UsageError(f"{given} names the cases itself: drop {', '.join(matrix)}")
     try:
-        return suite.cases(text)
+        return suite.cases(text) if text is not None else suite.tier(tier)
     except ValueError as error:
-        raise pytest.UsageError(f"--rt-cases: {error}") from None
+        raise pytest.UsageError(f"{given}: {error}") from None
 
 
 def pytest_generate_tests(metafunc):
@@ -227,6 +231,7 @@ def begin_case(request, record, record_xml_attribute, board_name, flavour, place
             "name": case, "board": board_name, "flavour": flavour,
             "place": place.name if place is not None else None,
             "duration_s": request.config.option.rt_duration,
+            "tier": request.config.option.rt_tier,
             "image": {
                 "image_id": image_manifest.get("image_id"),
                 "kernel": {k: v for k, v in image_manifest.get("kernel", {}).items()

@@ -6,6 +6,7 @@ import pytest
 
 from rtlab.measure import cyclictest
 from rtlab.measure.cyclictest import HIST_ON_BOARD, JSON_ON_BOARD
+from rtlab.measure.suite import case_name
 from rtlab.measure.window import ProgramFailed, run_window
 from rtlab.util.errors import InfrastructureError
 from rtlab.verdict.judge import cpu_figures, judge_latency
@@ -18,7 +19,7 @@ def measurement(request, begin_case, board_name, flavour, thresholds, record, su
     duration_s = request.config.option.rt_duration
     # the loads as this board runs them (the suite may scale them per board)
     scenario = suite.for_board(board_name).scenario(scenario)
-    case = begin_case(f"{scenario.name}/{interval_us}us", scenario=scenario.name,
+    case = begin_case(case_name(scenario.name, interval_us), scenario=scenario.name,
                       loads=scenario.settings(), cpus_measured=scenario.cpus,
                       interval_us=interval_us)
     shell = request.getfixturevalue("shell")

@@ -78,7 +78,7 @@ def bind(env_file: Path, resources: dict, tmp_path: Path, monkeypatch) -> object
 def test_virtual_env_binds_to_what_the_virtual_exporter_exports(tmp_path, monkeypatch):
     config = load_config(ENV / "vlab.yaml")
     exported = YAML(typ="safe").load(exporter_config(config, tmp_path / "state"))
-    assert set(exported) == {"imx6q-01", "rpi3-01"}
+    assert set(exported) == {"imx6q-01", "rpi3-01", "imx6q-02"}
     target = bind(ENV / "virtual.yaml", exported["imx6q-01"], tmp_path, monkeypatch)
     strategy = target.get_driver(RTLabStrategy)
     assert isinstance(strategy.sdmux, VirtualSDMuxDriver)

@@ -20,6 +20,7 @@ from ruamel.yaml import YAML
 
 from rtlab.image.boards import BOARD_MODELS, FLAVOURS
 from rtlab.kernel.build import default_ccache_dir
+from rtlab.measure.suite import load_suite
 from rtlab.util.paths import REPO_ROOT, kernel_cache_dir
 
 PIPELINE = REPO_ROOT / ".gitlab-ci.yml"
@@ -161,10 +162,26 @@ def test_test_jobs_reserve_and_release_the_board(jobs):
     assert options["--reserve-timeout"] == "$RTLAB_RESERVE_TIMEOUT"
     assert options["--image"] == "out/images/$BOARD-$FLAVOUR/sdcard.img"
     assert options["--out"] == "out/test/$BOARD-$FLAVOUR"
-    # after_script runs after failures and cancels too; it names the run's state file
+    # every healthy place of the type shares the job's cases; the tier names them
+    assert options["--boards"] == "$RTLAB_BOARDS"
+    assert options["--tier"] == "$RTLAB_TIER"
+    # after_script runs after failures and cancels too; it names the run's folder, where
+    # each place of the plan left its reservation's state file
     [release] = test["after_script"]
     assert shlex.split(release)[:4] == ["rtlab", "reservation", "release",
-                                        "out/test/$BOARD-$FLAVOUR/reservation.json"]
+                                        "out/test/$BOARD-$FLAVOUR"]
+
+
+def test_pushes_run_the_gate_tier_and_schedules_the_whole_matrix_for_an_hour(jobs):
+    pipeline = YAML(typ="safe").load((REPO_ROOT / ".gitlab-ci.yml").read_text())
+    assert pipeline["variables"]["RTLAB_TIER"]["value"] == "gate"
+    [schedule] = [rule for rule in pipeline["workflow"]["rules"]
+                  if rule.get("if") == '$CI_PIPELINE_SOURCE == "schedule"']
+    assert schedule["variables"] == {"RTLAB_TIER": "full", "RTLAB_DURATION": "3600"}
+    # the rule comes before the one every branch pipeline matches
+    rules = [rule.get("if") for rule in pipeline["workflow"]["rules"]]
+    assert rules.index(schedule["if"]) < rules.index("$CI_COMMIT_BRANCH")
+    assert load_suite().tier("gate") is not None
 
 
 def test_test_jobs_keep_junit_records_and_console_logs_even_when_they_fail(jobs):

@@ -60,7 +60,7 @@ def _record(folder: Path, *, scenario: str, interval: int, started: datetime.dat
                                   f"{interval}us]",
         "name": name, "run_id": f"run-{pipeline}", "board": "imx6q", "flavour": "rt",
         "place": "imx6q-01", "scenario": scenario, "interval_us": interval,
-        "duration_s": 60, "verdict": verdict, "message": message,
+        "duration_s": 60, "tier": "gate", "verdict": verdict, "message": message,
         "started": started.isoformat(),
         "finished": (started + datetime.timedelta(seconds=70)).isoformat(),
         "system": {"kernel_release": "6.12.0-rt-armmp", "realtime": True},
@@ -153,6 +153,11 @@ def test_page_has_verdict_counts_and_the_failing_case_with_figure_and_limit(repo
     assert "imx6q/rt/cpu100/100us" in failing
     assert f"max 187 µs &gt; max_us 150 µs ({MAX_SOURCE})" in failing
     assert "imx6q/rt/cpu100/1000us" not in failing
+    # each row names the place that measured it (the places of a type share a plan)
+    row = page.split('id="case-imx6q-rt-cpu100-100us"', 1)[1].split("</tr>", 1)[0]
+    assert "on imx6q-01" in row
+    # and the suite tier its run was
+    assert "tier gate" in row
 
 
 def test_page_escapes_text_from_the_store(report):

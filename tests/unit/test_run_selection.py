@@ -25,6 +25,15 @@ def test_cases_and_a_matrix_option_are_refused(matrix):
         Selection(cases="idle/1000us", **matrix)
 
 
+def test_a_tier_goes_to_pytest_and_excludes_the_other_selections():
+    assert Selection(tier="gate").pytest_args() == ["--rt-tier", "gate"]
+    with pytest.raises(ValueError, match="--tier names the cases itself: give it without "
+                                         "--scenarios"):
+        Selection(tier="gate", scenarios="idle")
+    with pytest.raises(ValueError, match="--cases and --tier both name the cases"):
+        Selection(tier="gate", cases="idle/1000us")
+
+
 def test_the_command_refuses_both_before_touching_the_lab(capsys, tmp_path):
     # no coordinator listens at this address: the refusal comes first
     code = main(["run", "--place", "imx6q-01", "--image", str(tmp_path / "sdcard.img"),

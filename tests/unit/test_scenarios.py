@@ -184,7 +184,7 @@ BAD = {
     "unknown top key": (
         variant("rt_tests:", "rt_test: [pi_stress]\nrt_tests:"),
         "unknown key 'rt_test' (expected one of: cyclictest, load_settings, scenarios, "
-        "rt_tests, board_overrides)"),
+        "rt_tests, board_overrides, tiers)"),
     "unknown cyclictest key": (
         variant("  histogram_us: 400", "  histogram: 400"),
         "cyclictest: unknown key 'histogram' (expected one of: intervals_us, histogram_us, "
@@ -283,6 +283,54 @@ BAD = {
         variant("  qemu-*:\n    hackbench: {groups: 2}", "  qemu-*:\n    hackbench: {group: 2}"),
         "load 'hackbench': unknown setting(s) 'group' (valid: groups, fds, loops, bytes)"),
 }
+
+
+TIERS = "tiers:\n  gate:\n    cases: [idle/1000us, pi_stress]\n"
+BAD_TIERS = {
+    "unknown scenario in a tier": (
+        "tiers:\n  gate:\n    cases:\n      - idle/1000us\n      - hackbnch/100us" + MARK + "\n",
+        "tiers.gate.cases: no scenario 'hackbnch' (valid: idle, cpu50, hackbench)"),
+    "interval without µs": (
+        "tiers:\n  gate:\n    cases:\n      - idle/1000" + MARK + "\n",
+        "tiers.gate.cases: case 'idle/1000': the interval must be µs like 100us, got '1000'"),
+    "a case twice": (
+        "tiers:\n  gate:\n    cases: [idle/1000us, idle/1000us]" + MARK + "\n",
+        "tiers.gate.cases: case 'idle/1000us' is named twice"),
+    "the full tier redefined": (
+        "tiers:\n  full:" + MARK + "\n    cases: [idle/1000us]\n",
+        "tiers.full: 'full' is every case of the suite already; name the tier otherwise"),
+    "a misspelt key": (
+        "tiers:\n  gate:\n    case: [idle/1000us]" + MARK + "\n",
+        "tiers.gate: unknown key 'case' (expected one of: cases)"),
+    "no cases": (
+        "tiers:\n  gate:\n    cases: []" + MARK + "\n",
+        "tiers.gate.cases must be a list of cases (scenario/interval or an rt-test)"),
+}
+
+
+def test_a_tier_names_its_cases(tmp_path):
+    path = tmp_path / "suite.yaml"
+    path.write_text(BASE + TIERS, encoding="utf-8")
+    suite = load_suite(path)
+    assert suite.tier("gate").latency == (("idle", 1000),)
+    assert suite.tier("gate").rt_tests == ("pi_stress",)
+    assert suite.tier("full") is None
+    with pytest.raises(ValueError, match=r"no tier 'nightly' \(valid: full, gate\)"):
+        suite.tier("nightly")
+
+
+def test_the_repository_gate_tier(suite):
+    gate = suite.tier("gate")
+    assert gate.latency == (("hackbench", 100), ("hackbench", 1000), ("combined", 100),
+                            ("combined", 1000))
+
+
+@pytest.mark.parametrize(("tiers", "message"), BAD_TIERS.values(), ids=BAD_TIERS.keys())
+def test_bad_tiers_are_refused_with_file_and_line(tmp_path, tiers, message):
+    path, line = write(tmp_path, BASE + tiers)
+    with pytest.raises(SuiteFileError) as raised:
+        load_suite(path)
+    assert str(raised.value) == f"{path}:{line}: {message}"
 
 
 @pytest.mark.parametrize(("text", "message"), BAD.values(), ids=BAD.keys())

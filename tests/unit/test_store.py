@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
 from sqlalchemy import func, inspect, select
 
 import rtlab.store as store_package
@@ -26,7 +28,7 @@ from rtlab.store import (
     open_store,
     read_folder,
 )
-from rtlab.store.models import Case, CaseThreshold, CpuResult, Run
+from rtlab.store.models import Base, Case, CaseThreshold, CpuResult, Run
 from rtlab.store.query import history
 from rtlab.util.jsonfile import JsonFileError
 from rtlab.verdict.record import read_record
@@ -291,7 +293,12 @@ def test_a_new_database_is_at_the_newest_revision(results_db_url, monkeypatch):
         assert migrate.current(store.engine) == migrate.head() != ""
         tables = set(inspect(store.engine).get_table_names())
         assert tables == {"alembic_version", "runs", "cases", "cpu_results",
-                          "case_thresholds"}
+                          "case_thresholds", "queued_cases", "plan_workers"}
+        # the migrations make exactly the tables the models describe
+        with store.engine.connect() as connection:
+            differences = compare_metadata(MigrationContext.configure(connection),
+                                           Base.metadata)
+        assert differences == []
         if store.engine.dialect.name == "sqlite":
             # off while migrating, on again for the connections that ingest
             with store.engine.connect() as connection:

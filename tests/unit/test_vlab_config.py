@@ -29,11 +29,12 @@ def write(tmp_path: Path, text: str) -> Path:
 
 def test_the_shipped_rack_config_loads():
     config = load_config(REPO_ROOT / "env" / "vlab.yaml")
-    assert [b.place for b in config.boards] == ["imx6q-01", "rpi3-01"]
-    assert [b.model for b in config.boards] == ["imx6q", "rpi3"]
+    assert [b.place for b in config.boards] == ["imx6q-01", "rpi3-01", "imx6q-02"]
+    assert [b.model for b in config.boards] == ["imx6q", "rpi3", "imx6q"]
     assert config.coordinator_address == "127.0.0.1:20408"
     assert config.board("rpi3-01").board_tag == "qemu-rpi3"
-    assert [b.network_port for b in config.boards] == [20601, 20602]
+    assert config.board("imx6q-02").board_tag == "qemu-imx6q"
+    assert [b.network_port for b in config.boards] == [20601, 20602, 20603]
 
 
 def test_place_tags_say_where_the_network_load_sends_traffic(tmp_path):

@@ -1,0 +1,162 @@
+"""``rtlab run --board TYPE --boards N``: every healthy place of a board type on one
+board × flavour at once, sharing its cases (rtlab.lab.queue), so that N places finish in
+about 1/N of one place's time.
+
+One ``rtlab run`` per place, each reserving a place of the type through the coordinator
+as a single run does (so people and other jobs still queue as they do), all on one plan
+in the results store. Afterwards, what no place finished becomes an error record with its
+JUnit case, never a gap: a case every place left, or one a killed runner took.
+"""
+
+import datetime
+import os
+import signal
+import subprocess
+import sys
+import uuid
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from pathlib import Path
+
+from rtlab.lab.health import healthy_filters
+from rtlab.lab.queue import Leftover, leftovers, stopped_workers
+from rtlab.lab.reservation import LabgridClient, filters_for, matching
+from rtlab.lab.runner import INTERRUPT_GRACE_S, Sharing
+from rtlab.measure.rttests import TESTS
+from rtlab.pytestplugin.record import image_manifest_for
+from rtlab.store import open_store
+from rtlab.util.paths import REPO_ROOT
+from rtlab.verdict.junit import (
+    LATENCY_CLASSNAME,
+    RT_TOOL_CLASSNAME,
+    add_verdict,
+    case_properties,
+    write_junit,
+    xml_text,
+)
+from rtlab.verdict.record import write_record
+
+PLAN_VARIABLE = "RTLAB_PLAN"
+
+
+def default_plan() -> str:
+    """``RTLAB_PLAN``, else the CI job (a retried job is a new plan), else a new name."""
+    if os.environ.get(PLAN_VARIABLE):
+        return os.environ[PLAN_VARIABLE]
+    if os.environ.get("CI_JOB_ID"):
+        return f"gitlab:{os.environ.get('CI_PIPELINE_ID', '')}:{os.environ['CI_JOB_ID']}"
+    return f"plan:{uuid.uuid4().hex[:16]}"
+
+
+def places_to_use(coordinator: str, board: str, boards: int) -> int:
+    """How many places work on the plan: ``boards`` (0: every one) of the healthy places
+    with the board tag, at least one (a single place waits in the reservation queue as a
+    single run does)."""
+    client = LabgridClient(coordinator)
+    filters = healthy_filters(client, filters_for(board=board))
+    found = len(matching(client.places(), filters))
+    if found == 0:
+        raise ValueError(f"no healthy place has board={board} on {coordinator}")
+    return found if boards == 0 else max(1, min(boards, found))
+
+
+def run_on_boards(run_argv: Sequence[str], *, board: str, boards: int, coordinator: str,
+                  image: Path, out_dir: Path, queue: str | None = None) -> int:
+    """``run_argv`` (an ``rtlab run --board …`` command line without --boards) on as many
+    places as :func:`places_to_use` gives, all on one plan; the exit status is the worst
+    of theirs, or 1 where a case was left without a verdict."""
+    workers = places_to_use(coordinator, board, boards)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    sharing = Sharing(queue=queue or f"sqlite:///{(out_dir / 'plan.db').resolve()}",
+                      plan=default_plan())
+    argv = [sys.executable, "-m", "rtlab.cli", *run_argv,
+            "--plan", sharing.plan, "--queue", sharing.queue]
+    print(f"plan {sharing.plan}: {workers} place(s) with board={board} share its cases",
+          flush=True)
+    children = [subprocess.Popen(argv, cwd=REPO_ROOT) for _ in range(workers)]
+    codes = _wait_all(children)
+    left = write_leftovers(sharing, board=board, image=image, out_dir=out_dir)
+    return max([*codes, 1 if left else 0])
+
+
+def _wait_all(children: list[subprocess.Popen]) -> list[int]:
+    """Wait for every child; SIGTERM (a cancelled job) or Ctrl-C reaches each of them as
+    the signal a single run handles (its board off, its records written), and they get
+    the time a single run gets to finish."""
+    def forward(signum: int, _frame: object) -> None:
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        return [child.wait() for child in children]
+    except BaseException:
+        for child in children:
+            try:
+                child.wait(INTERRUPT_GRACE_S)
+            except subprocess.TimeoutExpired:
+                child.kill()
+        raise
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def write_leftovers(sharing: Sharing, *, board: str, image: Path, out_dir: Path) -> list[Path]:
+    """An error record and JUnit case for each case of the plan without a verdict: the
+    board ran nothing for it (or its runner died measuring it), so it is an infrastructure
+    error, never a pass. Returns the records written."""
+    store = open_store(sharing.queue)
+    try:
+        left = leftovers(store, sharing.plan)
+        stopped = stopped_workers(store, sharing.plan)
+    finally:
+        store.close()
+    if not left:
+        return []
+    flavour = image_manifest_for(os.fspath(image)).get("flavour", "unknown")
+    why_stopped = "; ".join(f"{place}: {reason}" for place, reason in sorted(stopped.items()))
+    records = []
+    for case in left:
+        records.append(_leftover_record(case, board=board, flavour=flavour, plan=sharing.plan,
+                                        why_stopped=why_stopped))
+    paths = [write_record(out_dir / "results", record) for record in records]
+    write_junit(out_dir / f"junit-unmeasured-{os.getpid()}.xml",
+                _junit(records, paths, label="unmeasured cases of the plan"))
+    return paths
+
+
+def _leftover_record(case: Leftover, *, board: str, flavour: str, plan: str,
+                     why_stopped: str) -> dict:
+    now = datetime.datetime.now(datetime.UTC).isoformat()
+    if case.place is None:
+        message = ("not measured: no place of the plan was left to take it"
+                   + (f" ({why_stopped})" if why_stopped else ""))
+    else:
+        message = (f"not measured: {case.place} took it and ended without a verdict "
+                   "(its runner was stopped)")
+    scenario, _, interval = case.name.partition("/")
+    return {"case": f"plan {plan}: {case.name}", "name": f"{board}/{flavour}/{case.name}",
+            "board": board, "flavour": flavour, "place": case.place, "scenario": scenario,
+            "interval_us": int(interval[:-2]) if interval else None, "started": now,
+            "finished": now, "verdict": "error", "message": message,
+            "run_id": f"{plan}:unmeasured"}
+
+
+def _junit(records: Sequence[dict], paths: Sequence[Path], *, label: str) -> ET.Element:
+    root = ET.Element("testsuites", name="rtlab run")
+    suite = ET.SubElement(root, "testsuite", {
+        "name": xml_text(label), "errors": str(len(records)), "failures": "0",
+        "skipped": "0", "tests": str(len(records)), "time": "0.000",
+        "timestamp": records[0]["started"]})
+    for record, path in zip(records, paths, strict=True):
+        element = ET.SubElement(suite, "testcase", {
+            "classname": RT_TOOL_CLASSNAME if record["scenario"] in TESTS
+            else LATENCY_CLASSNAME,
+            "name": xml_text(record["name"]), "time": "0.000"})
+        figures = ET.SubElement(element, "properties")
+        for key, value in case_properties(record, path):
+            ET.SubElement(figures, "property", name=xml_text(key), value=xml_text(value))
+        add_verdict(element, "error", record["message"])
+    return root
