@@ -117,7 +117,13 @@ class Model:
 
     def histogram(self, n: int, rng: np.random.Generator, tail: float = 1.0) -> Histogram:
         scale, weight = self.run_variation(rng, 1)
-        cdf = self.cdf(np.arange(RANGE_US + 1), scale[0], weight[0], tail)
+        return self.run_histogram(n, rng, float(scale[0]), float(weight[0]), tail)
+
+    def run_histogram(self, n: int, rng: np.random.Generator, scale: float, weight: float,
+                      tail: float = 1.0) -> Histogram:
+        """n samples of one run, whose variation (``scale``, ``weight``) is given: the
+        windows of one run share it."""
+        cdf = self.cdf(np.arange(RANGE_US + 1), scale, weight, tail)
         probs = np.append(np.diff(cdf), 1 - cdf[-1])
         probs[0] += cdf[0]
         counts = rng.multinomial(n, np.maximum(probs, 0) / np.maximum(probs, 0).sum())

@@ -21,6 +21,14 @@ def _boards(text: str) -> int:
     return int(text)
 
 
+def _window(text: str) -> int | None:
+    if text == "":
+        return None  # a CI variable left empty: a fixed run
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"a number of seconds, got {text!r}")
+    return int(text)
+
+
 def _run(args: argparse.Namespace) -> int:
     from rtlab.lab.runner import Selection, Sharing, run_suite
     from rtlab.store import default_url
@@ -45,7 +53,9 @@ def _run(args: argparse.Namespace) -> int:
     # an empty value (a CI variable left empty) means the suite's default, like no option
     selection = Selection(scenarios=args.scenarios or None, intervals=args.intervals or None,
                           rt_tests=args.rt_tests or None, cases=args.cases or None,
-                          tier=args.tier or None,
+                          tier=args.tier or None, window_s=args.window,
+                          baseline=args.baseline_db or None,
+                          baseline_ref=args.baseline_ref or None,
                           suite=Path(args.suite).resolve() if args.suite else None,
                           thresholds=Path(args.thresholds).resolve() if args.thresholds else None,
                           sharing=sharing)
@@ -65,7 +75,9 @@ def _run_argv(args: argparse.Namespace) -> list[str]:
                           ("--out", args.out), ("--duration", args.duration),
                           ("--scenarios", args.scenarios), ("--intervals", args.intervals),
                           ("--rt-tests", args.rt_tests), ("--cases", args.cases),
-                          ("--tier", args.tier),
+                          ("--tier", args.tier), ("--window", args.window),
+                          ("--baseline-db", args.baseline_db),
+                          ("--baseline-ref", args.baseline_ref),
                           ("--suite", args.suite), ("--thresholds", args.thresholds)):
         if value is not None:
             argv += [option, str(value)]
@@ -167,6 +179,16 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                                     "full: every case)")
     run.add_argument("--suite", help="suite file (default: the repository's suite.yaml)")
     run.add_argument("--thresholds", help="thresholds file (default: thresholds.yaml)")
+    run.add_argument("--window", type=_window, default=None, metavar="SECONDS",
+                     help="adaptive: each latency case in windows of SECONDS under one "
+                          "running load, stopped when the statistics decide (a limit "
+                          "exceeded, a regression, or no change with the tail safe to the "
+                          "cap); --duration is the cap")
+    run.add_argument("--baseline-db", metavar="URL",
+                     help="with --window: the results store holding the baseline runs "
+                          "(without one a case runs to the cap)")
+    run.add_argument("--baseline-ref", help="with --window: the baseline's branch (default: "
+                                            "$CI_DEFAULT_BRANCH, else main)")
     run.add_argument("--boards", type=_boards, default=1, metavar="N|all",
                      help="with --board: run on N healthy places of the type at once (all: "
                           "every one), sharing the cases, each measured by one place "

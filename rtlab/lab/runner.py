@@ -48,6 +48,11 @@ class Selection:
     """A tier of the suite file (its cases; ``full``: the whole matrix)."""
     sharing: "Sharing | None" = None
     """A plan whose cases this place shares with others (each case measured by one)."""
+    window_s: int | None = None
+    """Adaptive: latency cases in windows of this many seconds, the duration the cap."""
+    baseline: str | None = None
+    """The results store an adaptive case is compared with, and on which branch."""
+    baseline_ref: str | None = None
 
     def __attrs_post_init__(self) -> None:
         matrix = [option for option, value in (("--scenarios", self.scenarios),
@@ -59,6 +64,8 @@ class Selection:
                                  f"{', '.join(matrix)}")
         if self.cases is not None and self.tier is not None:
             raise ValueError("--cases and --tier both name the cases: give one")
+        if self.window_s is not None and self.window_s < 1:
+            raise ValueError(f"--window must be a number of seconds, got {self.window_s}")
 
     def pytest_args(self) -> list[str]:
         args = []
@@ -66,6 +73,8 @@ class Selection:
                               ("--rt-intervals", self.intervals),
                               ("--rt-tests", self.rt_tests),
                               ("--rt-cases", self.cases), ("--rt-tier", self.tier),
+                              ("--rt-window", self.window_s), ("--rt-baseline", self.baseline),
+                              ("--rt-baseline-ref", self.baseline_ref),
                               ("--rt-suite", self.suite), ("--rt-thresholds", self.thresholds)):
             if value is not None:
                 args += [option, os.fspath(value)]

@@ -255,6 +255,52 @@ class CyclictestResult:
         return max((cpu.max_us for cpu in self.cpus), default=None)
 
 
+def combine(results: Sequence[CyclictestResult]) -> CyclictestResult:
+    """The windows of one adaptive run as one run: per thread, the cycles and histograms
+    added, the least minimum, the greatest maximum, the average weighted by cycles. A
+    thread that woke in no window is a :class:`NoWakeup`; the windows must be runs of one
+    command line (the same threads, CPUs and histogram range)."""
+    if not results:
+        raise ValueError("no windows to combine")
+    first = results[0]
+    for result in results[1:]:
+        if (result.cmdline, result.num_threads) != (first.cmdline, first.num_threads):
+            raise ValueError(f"{result.source}: not the same run as {first.source} "
+                             f"({result.cmdline!r} vs {first.cmdline!r})")
+    threads: dict[int, list[CpuResult]] = {}
+    where: dict[int, int | None] = {}
+    for result in results:
+        for cpu in result.cpus:
+            threads.setdefault(cpu.thread, []).append(cpu)
+            where[cpu.thread] = cpu.cpu
+        for silent in result.no_wakeup:
+            threads.setdefault(silent.thread, [])
+            where.setdefault(silent.thread, silent.cpu)
+    cpus, silent = [], []
+    for thread in sorted(threads):
+        woke = threads[thread]
+        if not woke:
+            silent.append(NoWakeup(thread=thread, cpu=where[thread]))
+            continue
+        cycles = sum(cpu.cycles for cpu in woke)
+        histogram = None
+        if first.histogram_range_us is not None:
+            histogram = {}
+            for cpu in woke:
+                for bucket, count in (cpu.histogram or {}).items():
+                    histogram[bucket] = histogram.get(bucket, 0) + count
+        cpus.append(CpuResult(
+            thread=thread, cpu=where[thread], cycles=cycles,
+            min_us=min(cpu.min_us for cpu in woke), max_us=max(cpu.max_us for cpu in woke),
+            avg_us=sum(cpu.avg_us * cpu.cycles for cpu in woke) / cycles,
+            histogram=histogram, histogram_range_us=first.histogram_range_us,
+            overflows=(sum(cpu.overflows or 0 for cpu in woke)
+                       if first.histogram_range_us is not None else None)))
+    return attr.evolve(first, source=f"{first.source} and {len(results) - 1} more window(s)",
+                       start_time=first.start_time, end_time=results[-1].end_time,
+                       cpus=tuple(cpus), no_wakeup=tuple(silent))
+
+
 def parse_json(text: str, source: str, *, expected_threads: int | None = None) -> CyclictestResult:
     """Parse a ``--json`` file of rt-tests 2.4; ``expected_threads`` is the thread count the
     run asked for (the board's CPU count for ``-S``)."""

@@ -98,15 +98,18 @@ def window_script(program: Sequence[str], loads: Sequence[StartedLoad], cpus: in
                   seconds: int) -> str:
     """The board's side of a window, one shell script with three actions: ``start`` (the
     loads, the margin, the first /proc/stat reading, the program in the background),
-    ``end`` (wait for the program, then the evidence) and ``stop`` (the loads)."""
+    ``end`` (wait for the program, then the evidence) and ``stop`` (the loads). An
+    adaptive run starts the loads once (``loads``, for ``seconds``) and then each window
+    (``begin``: the rest of ``start``) under them."""
     start = [f"rm -f {PROGRAM_RC} {PROGRAM_RC}.tmp {PROGRAM_OUT}"]
     for load in loads:
         # its own session, so that stopping it takes every process it started with it
         start.append(f"setsid sh -c {shlex.quote(load.part.script(cpus, seconds))} "
                      f">{load.log} 2>&1 </dev/null & echo $! >{load.pidfile}")
     start.append(f"sleep {LOAD_MARGIN_S}" if loads else "true")
-    start += [probe_command(load) for load in loads if load.part.probe]
-    start += [f"echo {MARK}thermal", THERMAL, f"echo {MARK}stat",
+    begin = [f"rm -f {PROGRAM_RC} {PROGRAM_RC}.tmp {PROGRAM_OUT}"]
+    begin += [probe_command(load) for load in loads if load.part.probe]
+    begin += [f"echo {MARK}thermal", THERMAL, f"echo {MARK}stat",
               "cat /proc/stat",
               # written whole or not at all: the end action waits for the file to exist
               f"({shlex.join(program)}; echo $? >{PROGRAM_RC}.tmp; mv {PROGRAM_RC}.tmp "
@@ -130,10 +133,12 @@ def window_script(program: Sequence[str], loads: Sequence[StartedLoad], cpus: in
         "#!/bin/sh",
         "# rtlab measurement window, uploaded by rtlab.measure: start | end | stop",
         'case "$1" in',
-        "start)", *start, ";;",
+        "start)", *start, *begin[1:], ";;",
+        "loads)", *start, ";;",
+        "begin)", *begin, ";;",
         "end)", *end, ";;",
         "stop)", *stop, "true", ";;",
-        '*) echo "usage: $0 start|end|stop" >&2; exit 2;;',
+        '*) echo "usage: $0 start|loads|begin|end|stop" >&2; exit 2;;',
         "esac", "",
     ])
 
@@ -320,6 +325,74 @@ def run_window(shell: Shell, *, program: Sequence[str], parts: Sequence[LoadPart
     output = "\n".join(shell.run_check(f"tail -n 60 {PROGRAM_OUT}"))
     return judge_window(program, parts, opened, end_lines, exit_code, output, cpus=cpus,
                         duration_s=duration_s, load_cpus=load_cpus, stream=stream)
+
+
+@attr.frozen
+class WindowRun:
+    """The windows of an adaptive run, the gaps between them (the time the program did not
+    measure while the host read a window back and started the next, the load running on),
+    and why it stopped."""
+
+    windows: tuple[Window, ...]
+    gaps_s: tuple[float, ...]
+    stopped: str
+
+
+def run_windows(shell: Shell, *, program: Sequence[str], parts: Sequence[LoadPart], cpus: int,
+                window_s: int, cap_s: int, after_window: Callable[[int, Window], str | None],
+                progress: Callable[[str], None], traffic: HostTraffic | None = None,
+                load_cpus: Sequence[int] | None = None) -> WindowRun:
+    """``program`` (which lasts ``window_s``) in consecutive windows under ``parts``, which
+    start once and run on until the last window ends, up to ``cap_s`` of measurement.
+    After each window ``after_window(index, window)`` reads what it needs from the board
+    and says why to stop (None: go on); the console is quiet while a window runs.
+
+    Each window's loads are proven as :func:`run_window` proves them (over that window);
+    raises :class:`LoadNotEffective` or :class:`ProgramFailed` as it does."""
+    loads = started_loads(parts)
+    if any(part.kind == "network" for part in parts) and traffic is None:
+        raise ValueError("the network load needs the board's traffic addresses")
+    if not 0 < window_s <= cap_s:
+        raise ValueError(f"the window ({window_s} s) must be positive and at most the cap "
+                         f"({cap_s} s)")
+    shell.put_bytes(window_script(program, loads, cpus, cap_s + LOAD_OVERRUN_S).encode(),
+                    WINDOW_SCRIPT)
+    stream = None
+    windows: list[Window] = []
+    gaps: list[float] = []
+    stopped = f"the cap of {cap_s} s"
+    try:
+        if traffic is not None and any(part.kind == "network" for part in parts):
+            stream = HostStream(traffic.stream_host, traffic.stream_port)
+            stream.start()
+        shell.run_check(f"sh {WINDOW_SCRIPT} loads", timeout=LOADED_SHELL_TIMEOUT_S)
+        ended = None
+        for index in range(math.ceil(cap_s / window_s)):
+            before = shell.run_check(f"sh {WINDOW_SCRIPT} begin", timeout=LOADED_SHELL_TIMEOUT_S)
+            if ended is not None:
+                gaps.append(round(time.monotonic() - ended, 3))
+            opened = WindowStart.parse(program, before, loads, load_cpus)
+            if stream is not None:
+                stream.window_opened()
+            _wait_quietly(window_s, progress)
+            ended = time.monotonic()
+            end_lines = shell.run_check(f"sh {WINDOW_SCRIPT} end",
+                                        timeout=PROGRAM_OVERRUN_S + LOADED_SHELL_TIMEOUT_S)
+            exit_code = program_exit_code(program, end_lines)
+            output = "\n".join(shell.run_check(f"tail -n 60 {PROGRAM_OUT}"))
+            window = judge_window(program, parts, opened, end_lines, exit_code, output,
+                                  cpus=cpus, duration_s=window_s, load_cpus=load_cpus,
+                                  stream=stream)
+            windows.append(window)
+            reason = after_window(index, window)
+            if reason is not None:
+                stopped = reason
+                break
+    except BaseException:
+        _stop(shell, stream, loads, quiet=True)
+        raise
+    _stop(shell, stream, loads, quiet=False)
+    return WindowRun(tuple(windows), tuple(gaps), stopped)
 
 
 def started_loads(parts: Sequence[LoadPart]) -> list[StartedLoad]:

@@ -34,6 +34,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="comma-separated cyclictest intervals in µs (default: the suite's)")
     group.addoption("--rt-tests", default=None,
                     help="comma-separated other rt-tests (default: the suite's; 'none')")
+    group.addoption("--rt-window", type=int, default=None, metavar="SECONDS",
+                    help="measure each case in windows of SECONDS until the statistics "
+                         "decide, --rt-duration being the cap (rtlab.verdict.sequential)")
+    group.addoption("--rt-baseline", default=None, metavar="URL",
+                    help="results store whose runs an adaptive case is compared with "
+                         "(none: it runs to the cap)")
+    group.addoption("--rt-baseline-ref", default=os.environ.get("CI_DEFAULT_BRANCH", "main"),
+                    help="branch of the baseline runs (default: $CI_DEFAULT_BRANCH, else "
+                         "main)")
+    group.addoption("--rt-baseline-runs", type=int, default=20,
+                    help="how many of its newest runs (default 20, as rtlab report)")
     group.addoption("--rt-tier", default=None,
                     help="a tier of the suite file: its cases (full: the whole matrix); "
                          "the records say which tier ran")

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from rtlab.store.ingest import _utc
 from rtlab.store.models import Case, CpuResult, Run
+from rtlab.verdict.stats import Histogram
 
 
 @attr.frozen
@@ -268,3 +269,21 @@ def _filtered(query: Select, *, boards: Sequence[str] | None = None,
     if since is not None:
         query = query.where(Case.started >= since)
     return query
+
+
+def baseline_histograms(session: Session, *, board: str, flavour: str, scenario: str,
+                        interval_us: int, ref: str | None, runs: int) -> list[Histogram]:
+    """The newest ``runs`` measured cases of one series on ``ref`` (None: any), each as one
+    histogram of all its CPUs' wake-ups, as ``rtlab report`` compares a run with its
+    baseline; an adaptive run's baseline (rtlab.verdict.sequential)."""
+    found = []
+    for row in latest(session, boards=[board], flavours=[flavour], ref=ref,
+                      verdicts=("pass", "fail"), per_series=runs, histograms=True):
+        if (row.scenario, row.interval_us) != (scenario, interval_us):
+            continue
+        cpus = [cpu for cpu in row.cpus
+                if not cpu.no_wakeup and cpu.histogram is not None and cpu.samples > 0]
+        if cpus:
+            found.append(Histogram.merged(Histogram(cpu.histogram, cpu.overflows or 0,
+                                                    cpu.max_us) for cpu in cpus))
+    return found

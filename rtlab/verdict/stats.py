@@ -631,14 +631,17 @@ def compare(
     confidence: float = 0.98,
     resamples: int = 4000,
     seed: int | np.random.Generator = 0,
+    margin_relative: float | None = None,
 ) -> Comparison:
     """Compare the ``quantile`` (nearest rank) of ``candidate`` with that of the baseline
     runs, merged, by a bootstrap of the difference with the runs' spread as a factor (see
     the module's docstring). ``regression``: the ``confidence`` interval lies above 0 and
     the difference exceeds the tolerance ``max(tolerance_us, tolerance_relative *
     baseline)``, so that an A/A comparison fails with probability (1 - confidence) / 2 at
-    most; ``no change``: the interval lies below the tolerance. Histograms of different
-    ranges are compared at the smallest one."""
+    most; ``no change``: the interval lies below the tolerance, or below
+    ``margin_relative * baseline`` where that is given and wider (an adaptive run's
+    equivalence margin: the shift it need not tell from none, rtlab.verdict.sequential).
+    Histograms of different ranges are compared at the smallest one."""
     if not 0 < quantile < 1:
         raise ValueError(f"quantile must be in (0, 1), got {quantile}")
     if not 0 < confidence < 1:
@@ -710,7 +713,8 @@ def compare(
     # it would cost detection for nothing
     if low > 0 and difference > tolerance and not base_censored:
         outcome = REGRESSION
-    elif high <= tolerance and not cand_censored:
+    elif high <= max(tolerance, (margin_relative or 0.0) * _value(base_q, range_us)) \
+            and not cand_censored:
         outcome = NO_CHANGE
     else:
         outcome = INCONCLUSIVE

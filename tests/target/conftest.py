@@ -15,7 +15,11 @@ from rtlab.measure.loads import HostTraffic
 from rtlab.measure.rttests import TESTS
 from rtlab.measure.suite import Cases, load_suite
 from rtlab.measure.sysinfo import read_system_info
+from rtlab.store import open_store
+from rtlab.store.query import baseline_histograms
 from rtlab.util.errors import InfrastructureError
+from rtlab.verdict.adaptive import AdaptiveCase
+from rtlab.verdict.sequential import SequentialPolicy
 from rtlab.verdict.thresholds import load_thresholds
 
 BOARD_KEY = pytest.StashKey[object]()
@@ -215,6 +219,31 @@ def pytest_collection_modifyitems(config, items):
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = [item for item in items if item not in deselected]
+
+
+@pytest.fixture
+def adaptive_case(request, board_name, flavour):
+    """``adaptive_case(limits, statistics, scenario, interval_us)``: a latency case measured
+    in windows (--rt-window) up to --rt-duration, against the series' baseline runs in the
+    results store (--rt-baseline; none: it runs to the cap)."""
+    option = request.config.option
+
+    def make(limits, statistics, scenario: str, interval_us: int) -> AdaptiveCase:
+        baseline = []
+        if option.rt_baseline:
+            store = open_store(option.rt_baseline)
+            try:
+                with store.session() as session:
+                    baseline = baseline_histograms(
+                        session, board=board_name, flavour=flavour, scenario=scenario,
+                        interval_us=interval_us, ref=option.rt_baseline_ref,
+                        runs=option.rt_baseline_runs)
+            finally:
+                store.close()
+        policy = SequentialPolicy(window_s=option.rt_window, cap_s=option.rt_duration)
+        return AdaptiveCase(policy, limits, statistics, interval_us, baseline)
+
+    return make
 
 
 @pytest.fixture

@@ -7,9 +7,9 @@ import pytest
 from rtlab.measure import cyclictest
 from rtlab.measure.cyclictest import HIST_ON_BOARD, JSON_ON_BOARD
 from rtlab.measure.suite import case_name
-from rtlab.measure.window import ProgramFailed, run_window
+from rtlab.measure.window import ProgramFailed, run_window, run_windows
 from rtlab.util.errors import InfrastructureError
-from rtlab.verdict.judge import cpu_figures, judge_latency
+from rtlab.verdict.judge import judge_latency
 
 
 @pytest.fixture
@@ -52,7 +52,9 @@ def measurement(request, begin_case, board_name, flavour, thresholds, record, su
         parts = [attr.evolve(p, traffic=host_traffic) if p.kind == "network" else p
                  for p in parts]
 
-    command = cyclictest.build_command(interval_us=interval_us, duration_s=duration_s,
+    window_s = request.config.option.rt_window
+    command = cyclictest.build_command(interval_us=interval_us,
+                                       duration_s=window_s or duration_s,
                                        priority=suite.priority,
                                        histogram_us=suite.histogram_us, json_path=JSON_ON_BOARD,
                                        histfile_path=HIST_ON_BOARD, affinity=affinity)
@@ -60,38 +62,65 @@ def measurement(request, begin_case, board_name, flavour, thresholds, record, su
     record.facts["command"] = program
     record.facts["load_cpus"] = load_cpus
     shell.run_check(f"rm -f {JSON_ON_BOARD} {HIST_ON_BOARD}")
+
+    def read_result() -> cyclictest.CyclictestResult:
+        text = "\n".join(shell.run_check(f"cat {JSON_ON_BOARD}"))
+        # the next window's cyclictest must write its own, never leave this one behind
+        shell.run_check(f"rm -f {JSON_ON_BOARD} {HIST_ON_BOARD}")
+        return cyclictest.parse_json(text, source=f"{case}: {JSON_ON_BOARD}",
+                                     expected_threads=measured)
+
+    window_args = {"program": program, "parts": parts, "cpus": len(housekeeping),
+                   "load_cpus": load_cpus, "traffic": host_traffic,
+                   "progress": lambda text: progress(f"{case}: {text}")}
     try:
-        window = run_window(shell, program=program, parts=parts,
-                            cpus=len(housekeeping),
-                            load_cpus=load_cpus, duration_s=duration_s, traffic=host_traffic,
-                            progress=lambda text: progress(f"{case}: {text}"))
+        if window_s:
+            adaptive = request.getfixturevalue("adaptive_case")(limits, policy, scenario.name,
+                                                                interval_us)
+            per_window = []
+
+            def after_window(index: int, window) -> str | None:
+                _program_ran(window)
+                per_window.append({"cpu_utilisation": window.load_facts["cpu_utilisation"],
+                                   "loadavg": window.loadavg})
+                return adaptive.add(read_result())
+
+            run = run_windows(shell, window_s=window_s, cap_s=duration_s,
+                              after_window=after_window, **window_args)
+            window = run.windows[-1]
+            record.facts["adaptive"] = adaptive.facts(run.stopped, run.gaps_s, per_window)
+            record.facts["duration_s"] = adaptive.measured_s
+            record_property("stopped", run.stopped)
+            judged = attr.evolve(adaptive.judged, violations=adaptive.violations)
+        else:
+            window = run_window(shell, duration_s=duration_s, **window_args)
+            _program_ran(window)
+            judged = judge_latency(read_result(), limits, policy, duration_s, interval_us)
     except ProgramFailed as error:
         raise InfrastructureError(str(error)) from error
     record.facts["load_check"] = {**window.load_facts,
                                   "temperatures_mc": list(map(list, window.temperatures_mc))}
     record_property("cpu_utilisation", f"{window.utilisation:.3f}")
+    record.facts["cpus"] = judged.cpus
+    # in the order rtlab.verdict.junit.case_properties writes a LAVA job's
+    for facts in (facts for facts in judged.cpus if facts.get("no_wakeup")):
+        where = f"cpu{facts['cpu']}" if facts["cpu"] is not None else f"thread{facts['thread']}"
+        record_property(f"{where}_samples", 0)
+    for facts in (facts for facts in judged.cpus if not facts.get("no_wakeup")):
+        record_property(f"cpu{facts['cpu']}_max_us", facts["max_us"])
+        record_property(f"cpu{facts['cpu']}_avg_us", facts["avg_us"])
+        p99_9 = (facts.get("percentiles_us") or {}).get("p99_9")
+        if isinstance(p99_9, int | float):
+            record_property(f"cpu{facts['cpu']}_p99_9_us", p99_9)
+        tail = judged.tails.get(facts["thread"])
+        if tail is not None and tail.bound_us is not None:
+            record_property(f"cpu{facts['cpu']}_tail_bound_us", f"{tail.bound_us:.1f}")
+    return judged
+
+
+def _program_ran(window) -> None:
     if window.exit_code != 0:
         raise InfrastructureError(f"cyclictest exited {window.exit_code}: {window.output}")
-
-    text = "\n".join(shell.run_check(f"cat {JSON_ON_BOARD}"))
-    result = cyclictest.parse_json(text, source=f"{case}: {JSON_ON_BOARD}",
-                                   expected_threads=measured)
-    judged = judge_latency(result, limits, policy, duration_s, interval_us)
-    tails = judged.tails
-    record.facts["cpus"] = judged.cpus
-    for silent in result.no_wakeup:
-        where = f"cpu{silent.cpu}" if silent.cpu is not None else f"thread{silent.thread}"
-        record_property(f"{where}_samples", 0)
-    for cpu in result.cpus:
-        record_property(f"cpu{cpu.cpu}_max_us", cpu.max_us)
-        record_property(f"cpu{cpu.cpu}_avg_us", cpu.avg_us)
-        p99_9 = cpu_figures(cpu).get("p99_9")
-        if p99_9 is not None:
-            record_property(f"cpu{cpu.cpu}_p99_9_us", p99_9)
-        tail = tails[cpu.thread]
-        if tail is not None and tail.bound_us is not None:
-            record_property(f"cpu{cpu.cpu}_tail_bound_us", f"{tail.bound_us:.1f}")
-    return judged
 
 
 def test_latency(measurement):

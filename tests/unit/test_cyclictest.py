@@ -7,12 +7,14 @@ import shlex
 from datetime import UTC, datetime
 from pathlib import Path
 
+import attr
 import pytest
 
 from rtlab.measure.cyclictest import (
     CyclictestParseError,
     NoWakeup,
     build_command,
+    combine,
     cross_check,
     fifo_from_start,
     histogram_range,
@@ -548,3 +550,40 @@ def test_percentile_on_the_edge_of_the_overflow_region():
 def test_percentiles_of_nothing():
     with pytest.raises(ValueError, match="no samples"):
         percentiles([0, 0], overflows=0)
+
+
+# --------------------------------------------------------------------- combine ----
+
+
+def test_combine_adds_the_windows_of_one_run_thread_by_thread():
+    one = parse_json(text("imx6q-rt-3s.json"), "w1")
+    both = combine([one, attr.evolve(one, source="w2")])
+    assert [cpu.cycles for cpu in both.cpus] == [2 * cpu.cycles for cpu in one.cpus]
+    assert [cpu.max_us for cpu in both.cpus] == [cpu.max_us for cpu in one.cpus]
+    assert [cpu.min_us for cpu in both.cpus] == [cpu.min_us for cpu in one.cpus]
+    for mine, theirs in zip(both.cpus, one.cpus, strict=True):
+        assert mine.avg_us == pytest.approx(theirs.avg_us)
+        assert mine.overflows == 2 * theirs.overflows
+        assert mine.histogram == {bucket: 2 * count for bucket, count in theirs.histogram.items()}
+    assert both.no_wakeup == ()
+
+
+def test_combine_keeps_a_thread_that_woke_in_any_window():
+    one = parse_json(text("imx6q-rt-3s.json"), "w1")
+    silent_cpu = one.cpus[2]
+    quiet = attr.evolve(one, cpus=tuple(c for c in one.cpus if c.thread != silent_cpu.thread),
+                        no_wakeup=(NoWakeup(thread=silent_cpu.thread, cpu=silent_cpu.cpu),))
+    assert combine([quiet, quiet]).no_wakeup == (NoWakeup(silent_cpu.thread, silent_cpu.cpu),)
+    mixed = combine([quiet, one])
+    assert mixed.no_wakeup == ()
+    assert [c.thread for c in mixed.cpus] == [c.thread for c in one.cpus]
+    assert mixed.cpus[2] == attr.evolve(silent_cpu)
+
+
+def test_combine_refuses_windows_of_different_runs():
+    one = parse_json(text("imx6q-rt-3s.json"), "w1")
+    other = attr.evolve(one, cmdline=one.cmdline.replace("-i 1000", "-i 100"), source="w2")
+    with pytest.raises(ValueError, match="w2: not the same run as w1"):
+        combine([one, other])
+    with pytest.raises(ValueError, match="no windows"):
+        combine([])

@@ -142,7 +142,7 @@ def sections(script: str) -> dict[str, list[str]]:
     result: dict[str, list[str]] = {}
     name = None
     for line in script.splitlines():
-        if re.fullmatch(r"(start|end|stop)\)", line):
+        if re.fullmatch(r"(start|loads|begin|end|stop)\)", line):
             name = line[:-1]
             result[name] = []
         elif line == ";;":
@@ -640,7 +640,7 @@ def loads_of(parts):
     return [StartedLoad(index, part) for index, part in enumerate(parts)]
 
 
-def test_window_script_is_valid_sh_with_three_actions(tmp_path):
+def test_window_script_is_valid_sh_with_its_actions(tmp_path):
     path = tmp_path / "rtlab-window.sh"
     path.write_text(window_script(PROGRAM, loads_of(COMBINED), 4, 125), encoding="utf-8")
     syntax = subprocess.run(["sh", "-n", str(path)], capture_output=True, text=True,
@@ -649,8 +649,11 @@ def test_window_script_is_valid_sh_with_three_actions(tmp_path):
     usage = subprocess.run(["sh", str(path), "restart"], capture_output=True, text=True,
                            check=False)
     assert (usage.returncode, usage.stdout, usage.stderr) == (
-        2, "", f"usage: {path} start|end|stop\n")
-    assert set(sections(path.read_text())) == {"start", "end", "stop"}
+        2, "", f"usage: {path} start|loads|begin|end|stop\n")
+    actions = sections(path.read_text())
+    assert set(actions) == {"start", "loads", "begin", "end", "stop"}
+    # start is an adaptive run's loads and its first window's begin, in that order
+    assert actions["start"] == actions["loads"] + actions["begin"][1:]
 
 
 def test_window_script_reads_only_proc_stat_for_the_cpu_time():
@@ -1132,3 +1135,64 @@ def test_host_stream_against_a_closed_port_reports_the_error():
     stream.stop()
     assert (stream.sent, stream.connections) == (0, 0)
     assert stream.error is not None and stream.error.startswith("ConnectionRefusedError: ")
+
+
+class LocalShell:
+    """The board's shell as this machine's /bin/sh, its /tmp this test's folder."""
+
+    def __init__(self, root: Path, env: dict[str, str]) -> None:
+        self.root, self.env, self.sent = root, env, []
+
+    def _local(self, text: str) -> str:
+        return text.replace("/tmp/", f"{self.root}/")
+
+    def run(self, cmd, *, timeout=30.0, codec="utf-8", decodeerrors="strict"):
+        self.sent.append(cmd)
+        done = subprocess.run(["sh", "-c", self._local(cmd)], env=self.env,
+                              capture_output=True, text=True, timeout=timeout, check=False)
+        return done.stdout.splitlines(), done.stderr.splitlines(), done.returncode
+
+    def run_check(self, cmd, *, timeout=30.0, codec="utf-8", decodeerrors="strict"):
+        out, err, code = self.run(cmd, timeout=timeout)
+        if code != 0:
+            raise ExecutionError(f"{cmd}: {err}")
+        return out
+
+    def put_bytes(self, buf, remotefile):
+        Path(self._local(remotefile)).write_bytes(self._local(buf.decode()).encode())
+
+
+def test_windows_run_under_one_load_until_the_caller_stops_them(tmp_path, subreaper):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "stress-ng"
+    fake.write_text('#!/bin/sh\necho "stress-ng: info:  [$$] dispatching hogs: $2 cpu"\n'
+                    "exec sleep 300\n", encoding="utf-8")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    shell = LocalShell(tmp_path, {**os.environ,
+                                  "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
+    pids = []
+
+    def after(index: int, window: Window) -> str | None:
+        # the load started once: the same process in every window
+        pids.append((tmp_path / "rtlab-load-0.pid").read_text())
+        assert window.exit_code == 0 and window.load_facts["loads"]["cpu"]["percent"] == 10
+        return "decided" if index == 2 else None
+
+    run = measure.run_windows(shell, program=["sh", "-c", "sleep 1"], parts=[CpuLoad(10, 0.01)],
+                              cpus=2, window_s=1, cap_s=10, after_window=after,
+                              progress=lambda text: None)
+    assert (len(run.windows), run.stopped) == (3, "decided")
+    assert len(set(pids)) == 1
+    assert len(run.gaps_s) == 2 and all(0 <= gap < 30 for gap in run.gaps_s)
+    actions = [cmd.split()[-1] for cmd in shell.sent if cmd.startswith("sh ")]
+    assert actions == ["loads", "begin", "end", "begin", "end", "begin", "end", "stop"]
+    assert _gone(int(pids[0]))
+
+
+def test_windows_end_at_the_cap(tmp_path):
+    shell = LocalShell(tmp_path, dict(os.environ))
+    run = measure.run_windows(shell, program=["true"], parts=[], cpus=1, window_s=1, cap_s=2,
+                              after_window=lambda index, window: None,
+                              progress=lambda text: None)
+    assert (len(run.windows), run.stopped) == (2, "the cap of 2 s")

@@ -379,3 +379,25 @@ def test_sqlite_file_copied_elsewhere_still_reads(tmp_path):
         assert ingest_folder(copy, RECORDS).already_stored == 4
     finally:
         copy.close()
+
+
+def test_baseline_histograms_are_each_runs_cpus_together(store, tmp_path):
+    from rtlab.store.query import baseline_histograms
+
+    # the same run's records twice, as two runs on main
+    copy_records(tmp_path / "a", run_id="run:a", ci={"CI_COMMIT_REF_NAME": "main"})
+    copy_records(tmp_path / "b", run_id="run:b", ci={"CI_COMMIT_REF_NAME": "main"},
+                 started="2026-11-24T10:00:00+00:00")
+    ingest_folder(store, tmp_path / "a")
+    ingest_folder(store, tmp_path / "b")
+    with store.session() as session:
+        runs = baseline_histograms(session, board="qemu-imx6q", flavour="rt",
+                                   scenario="cpu100", interval_us=1000, ref="main", runs=20)
+        assert baseline_histograms(session, board="qemu-imx6q", flavour="rt",
+                                   scenario="cpu100", interval_us=1000, ref="other",
+                                   runs=20) == []
+        newest = baseline_histograms(session, board="qemu-imx6q", flavour="rt",
+                                     scenario="cpu100", interval_us=1000, ref=None, runs=1)
+    assert len(runs) == 2 and len(newest) == 1
+    # every CPU's wake-ups of the case, the overflows included
+    assert all(run.samples == 733 + 718 + 698 + 619 for run in runs)
