@@ -71,6 +71,8 @@ def virtual_rack_variables(coordinator: str, health_dir: Path,
         # imx6q is test_shared_plan's)
         "RTLAB_TIER": "",
         "RTLAB_BOARDS": "1",
+        # one fixed window: the virtual rack's pipeline proves the path, not the policy
+        "RTLAB_WINDOW": "",
         "RTLAB_RESERVE_TIMEOUT": "900",
         # the Debian archives this checkout already has (a lab runner's cache volume)
         "RTLAB_CACHE": os.fspath(Path(os.environ.get("RTLAB_CACHE",

@@ -55,7 +55,7 @@ def _run(args: argparse.Namespace) -> int:
                           rt_tests=args.rt_tests or None, cases=args.cases or None,
                           tier=args.tier or None, window_s=args.window,
                           baseline=args.baseline_db or None,
-                          baseline_ref=args.baseline_ref or None,
+                          baseline_ref=args.baseline_ref,
                           suite=Path(args.suite).resolve() if args.suite else None,
                           thresholds=Path(args.thresholds).resolve() if args.thresholds else None,
                           sharing=sharing)
@@ -186,9 +186,9 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                           "cap); --duration is the cap")
     run.add_argument("--baseline-db", metavar="URL",
                      help="with --window: the results store holding the baseline runs "
-                          "(without one a case runs to the cap)")
+                          "(default: $RTLAB_RESULTS_DB; without one a case runs to the cap)")
     run.add_argument("--baseline-ref", help="with --window: the baseline's branch (default: "
-                                            "$CI_DEFAULT_BRANCH, else main)")
+                                            "$CI_DEFAULT_BRANCH, else main; '' any)")
     run.add_argument("--boards", type=_boards, default=1, metavar="N|all",
                      help="with --board: run on N healthy places of the type at once (all: "
                           "every one), sharing the cases, each measured by one place "

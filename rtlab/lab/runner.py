@@ -77,7 +77,7 @@ class Selection:
                               ("--rt-baseline-ref", self.baseline_ref),
                               ("--rt-suite", self.suite), ("--rt-thresholds", self.thresholds)):
             if value is not None:
-                args += [option, os.fspath(value)]
+                args += [option, str(value) if isinstance(value, int) else os.fspath(value)]
         if self.sharing is not None:
             args += ["--rt-queue", self.sharing.queue, "--rt-plan", self.sharing.plan]
         return args

@@ -39,10 +39,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "decide, --rt-duration being the cap (rtlab.verdict.sequential)")
     group.addoption("--rt-baseline", default=None, metavar="URL",
                     help="results store whose runs an adaptive case is compared with "
-                         "(none: it runs to the cap)")
+                         "(default: $RTLAB_RESULTS_DB; none: it runs to the cap)")
     group.addoption("--rt-baseline-ref", default=os.environ.get("CI_DEFAULT_BRANCH", "main"),
                     help="branch of the baseline runs (default: $CI_DEFAULT_BRANCH, else "
-                         "main)")
+                         "main; empty: any)")
     group.addoption("--rt-baseline-runs", type=int, default=20,
                     help="how many of its newest runs (default 20, as rtlab report)")
     group.addoption("--rt-tier", default=None,

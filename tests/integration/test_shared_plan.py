@@ -1,8 +1,17 @@
-"""Two places of one board type on one plan (`rtlab run --board qemu-imx6q --boards 2`):
-they share the cases, each measured once, and when one board fails mid-run (a kernel
-panic injected into its second window) it leaves the rest to the other; nothing is lost,
-and the report over the run names which place measured each case."""
+"""The test stage of a lab with two boards of a type, on the virtual rack:
 
+- two places on one plan (`rtlab run --board qemu-imx6q --boards 2`) share the cases, each
+  measured once; when one board fails mid-run (a kernel panic injected into its second
+  window) it leaves the rest to the other, nothing is lost, and the report over the run
+  names which place measured each case;
+- adaptive cases (`--window`) against that run as the recorded baseline: one stops early
+  on no change, another fails at once on an exceeded limit.
+
+The suite file is the repository's with a 50 ms histogram: emulated latencies are
+milliseconds, and a comparison needs the tail inside the histogram.
+"""
+
+import io
 import json
 import subprocess
 import sys
@@ -11,6 +20,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from ruamel.yaml import YAML
 
 from rtlab.lab.health import ERRORS_TAG_KEY, TAG_KEY
 from rtlab.measure.window import MARK
@@ -29,22 +39,27 @@ def records_of(folder: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
 
 
-@pytest.fixture
-def places_restored(vlab):
-    yield
-    control.clear_faults(vlab, FAILING)
-    for place in ("imx6q-01", FAILING):
-        subprocess.run([CLIENT, "-x", vlab.coordinator_address, "-p", place, "set-tags",
-                        f"{TAG_KEY}=", f"{ERRORS_TAG_KEY}="], capture_output=True, check=True)
+def rtlab(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rtlab.cli", *args], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=timeout, check=False)
 
 
-@pytest.fixture
-def shared_run(vlab, image, tmp_path, places_restored):
-    out = tmp_path / "out"
+@pytest.fixture(scope="module")
+def wide_suite(tmp_path_factory) -> Path:
+    text = (REPO_ROOT / "suite.yaml").read_text()
+    assert text.count("  histogram_us: 400\n") == 1
+    path = tmp_path_factory.mktemp("suite") / "suite.yaml"
+    path.write_text(text.replace("  histogram_us: 400\n", "  histogram_us: 50000\n"))
+    return path
+
+
+@pytest.fixture(scope="module")
+def shared_run(vlab, image, tmp_path_factory, wide_suite):
+    out = tmp_path_factory.mktemp("shared") / "out"
     runner = subprocess.Popen(
         [sys.executable, "-m", "rtlab.cli", "run", "--board", "qemu-imx6q", "--boards", "2",
          "--image", str(image("imx6q", "rt")), "--out", str(out), "--duration", "10",
-         "--cases", ",".join(CASES)],
+         "--cases", ",".join(CASES), "--suite", str(wide_suite)],
         cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         # once the failing place has measured a case, its next window panics
@@ -58,6 +73,11 @@ def shared_run(vlab, image, tmp_path, places_restored):
     finally:
         if runner.poll() is None:
             runner.kill()
+        control.clear_faults(vlab, FAILING)
+        for place in ("imx6q-01", FAILING):
+            subprocess.run([CLIENT, "-x", vlab.coordinator_address, "-p", place, "set-tags",
+                            f"{TAG_KEY}=", f"{ERRORS_TAG_KEY}="], capture_output=True,
+                           check=True)
     return runner.returncode, output, out
 
 
@@ -86,10 +106,61 @@ def test_two_places_share_the_cases_and_a_failing_one_leaves_the_rest(shared_run
     db = f"sqlite:///{tmp_path / 'results.db'}"
     for args in (["results", "ingest", str(out), "--db", db],
                  ["report", "--db", db, "--out", str(tmp_path / "report")]):
-        done = subprocess.run([sys.executable, "-m", "rtlab.cli", *args], cwd=REPO_ROOT,
-                              capture_output=True, text=True, timeout=600, check=False)
+        done = rtlab(*args)
         assert done.returncode in (0, 1), done.stderr[-2000:]
     page = (tmp_path / "report" / "report.html").read_text()
     assert "on imx6q-01" in page and f"on {FAILING}" in page
     for case in CASES:
         assert page.count(f"<code>qemu-imx6q/rt/{case}</code></td>") == 1, case
+
+
+def test_adaptive_cases_stop_when_decided(vlab, image, shared_run, wide_suite, tmp_path):
+    """Against the shared run as the baseline (one recorded run of each case): a loaded
+    case stops on no change before its 60 s cap, and idle with a 500 µs limit the
+    emulated board cannot keep fails in its first window."""
+    _, _, shared = shared_run
+    passed = {r["name"].split("/", 2)[2] for r in records_of(shared / "results")
+              if r["verdict"] == "pass"}
+    # the loads keep an emulated board's latencies steady; idle's are not
+    steady = next(case for case in ("cpu100/1000us", "cpu75/1000us", "cpu50/1000us",
+                                    "cpu25/1000us", "hackbench/1000us") if case in passed)
+    db = f"sqlite:///{tmp_path / 'baseline.db'}"
+    assert rtlab("results", "ingest", str(shared), "--db", db).returncode == 0
+    yaml = YAML(typ="rt")
+    limits = yaml.load((REPO_ROOT / "thresholds.yaml").read_text())
+    limits["boards"]["qemu-imx6q"]["flavours"]["rt"]["scenarios"] = {
+        "idle": {"max_us": 500, "reason": "a limit no emulated board keeps"}}
+    thresholds = tmp_path / "thresholds.yaml"
+    buffer = io.StringIO()
+    yaml.dump(limits, buffer)
+    thresholds.write_text(buffer.getvalue())
+
+    done = rtlab("run", "--place", "imx6q-01", "--image", str(image("imx6q", "rt")),
+                 "--out", str(tmp_path / "out"), "--suite", str(wide_suite),
+                 "--thresholds", str(thresholds), "--cases", f"{steady},idle/1000us",
+                 "--window", "10", "--duration", "60", "--baseline-db", db,
+                 "--baseline-ref", "")
+    records = {r["name"].split("/", 2)[2]: r for r in records_of(tmp_path / "out" / "results")}
+    assert set(records) == {steady, "idle/1000us"}, done.stdout[-3000:] + done.stderr[-2000:]
+
+    early = records[steady]
+    assert early["verdict"] == "pass", early["message"]
+    adaptive = early["adaptive"]
+    assert adaptive["baseline_runs"] == 1 and adaptive["looks"]
+    assert adaptive["measured_s"] < 60, adaptive["looks"]
+    assert adaptive["stopped"].startswith(f"stopped after {adaptive['measured_s']:g} s: no "
+                                          "change"), adaptive["stopped"]
+    assert early["duration_s"] == adaptive["measured_s"]
+    assert len(adaptive["windows"]) == adaptive["measured_s"] // 10
+    assert len(adaptive["gaps_s"]) == len(adaptive["windows"]) - 1
+    assert all(w["samples"] > 0 for w in adaptive["windows"])
+
+    failed = records["idle/1000us"]
+    assert failed["verdict"] == "fail"
+    assert "max_us 500 µs" in failed["message"], failed["message"]
+    assert failed["adaptive"]["measured_s"] == 10
+    assert failed["adaptive"]["stopped"] == "stopped after 10 s: a limit is exceeded"
+    # the JUnit case says why each stopped
+    junit = {c.get("name"): {p.get("name"): p.get("value") for p in c.iter("property")}
+             for c in ET.parse(tmp_path / "out" / "junit-imx6q-01.xml").iter("testcase")}
+    assert junit[f"qemu-imx6q/rt/{steady}"]["stopped"] == adaptive["stopped"]

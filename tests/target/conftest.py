@@ -1,6 +1,7 @@
 """Fixtures of the on-board suite: the board in a shell, its facts, thresholds, the suite
 file's matrix, and the start of every test case's result record."""
 
+import os
 from pathlib import Path
 
 import pexpect
@@ -15,7 +16,7 @@ from rtlab.measure.loads import HostTraffic
 from rtlab.measure.rttests import TESTS
 from rtlab.measure.suite import Cases, load_suite
 from rtlab.measure.sysinfo import read_system_info
-from rtlab.store import open_store
+from rtlab.store import URL_VARIABLE, open_store
 from rtlab.store.query import baseline_histograms
 from rtlab.util.errors import InfrastructureError
 from rtlab.verdict.adaptive import AdaptiveCase
@@ -225,18 +226,20 @@ def pytest_collection_modifyitems(config, items):
 def adaptive_case(request, board_name, flavour):
     """``adaptive_case(limits, statistics, scenario, interval_us)``: a latency case measured
     in windows (--rt-window) up to --rt-duration, against the series' baseline runs in the
-    results store (--rt-baseline; none: it runs to the cap)."""
+    results store (--rt-baseline, else $RTLAB_RESULTS_DB; none: it runs to the cap)."""
     option = request.config.option
 
     def make(limits, statistics, scenario: str, interval_us: int) -> AdaptiveCase:
         baseline = []
-        if option.rt_baseline:
-            store = open_store(option.rt_baseline)
+        # the lab's store from the environment (a CI variable, never on a command line)
+        url = option.rt_baseline or os.environ.get(URL_VARIABLE)
+        if url:
+            store = open_store(url)
             try:
                 with store.session() as session:
                     baseline = baseline_histograms(
                         session, board=board_name, flavour=flavour, scenario=scenario,
-                        interval_us=interval_us, ref=option.rt_baseline_ref,
+                        interval_us=interval_us, ref=option.rt_baseline_ref or None,
                         runs=option.rt_baseline_runs)
             finally:
                 store.close()

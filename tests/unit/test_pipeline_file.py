@@ -165,6 +165,7 @@ def test_test_jobs_reserve_and_release_the_board(jobs):
     # every healthy place of the type shares the job's cases; the tier names them
     assert options["--boards"] == "$RTLAB_BOARDS"
     assert options["--tier"] == "$RTLAB_TIER"
+    assert options["--window"] == "$RTLAB_WINDOW"
     # after_script runs after failures and cancels too; it names the run's folder, where
     # each place of the plan left its reservation's state file
     [release] = test["after_script"]
@@ -177,7 +178,11 @@ def test_pushes_run_the_gate_tier_and_schedules_the_whole_matrix_for_an_hour(job
     assert pipeline["variables"]["RTLAB_TIER"]["value"] == "gate"
     [schedule] = [rule for rule in pipeline["workflow"]["rules"]
                   if rule.get("if") == '$CI_PIPELINE_SOURCE == "schedule"']
-    assert schedule["variables"] == {"RTLAB_TIER": "full", "RTLAB_DURATION": "3600"}
+    assert schedule["variables"] == {"RTLAB_TIER": "full", "RTLAB_DURATION": "3600",
+                                     "RTLAB_WINDOW": ""}
+    # pushes: adaptive windows of a minute, capped at the hour
+    assert pipeline["variables"]["RTLAB_WINDOW"]["value"] == "60"
+    assert pipeline["variables"]["RTLAB_DURATION"]["value"] == "3600"
     # the rule comes before the one every branch pipeline matches
     rules = [rule.get("if") for rule in pipeline["workflow"]["rules"]]
     assert rules.index(schedule["if"]) < rules.index("$CI_COMMIT_BRANCH")
