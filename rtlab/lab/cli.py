@@ -63,7 +63,8 @@ def _run(args: argparse.Namespace) -> int:
                         env_file=Path(args.env), coordinator=args.coordinator,
                         out_dir=Path(args.out), duration_s=args.duration,
                         selection=selection, reserve_timeout_s=args.reserve_timeout)
-    print(f"JUnit: {outcome.junit}\nresults: {outcome.results}")
+    if outcome.junit is not None:
+        print(f"JUnit: {outcome.junit}\nresults: {outcome.results}")
     return outcome.exit_code
 
 

@@ -147,3 +147,12 @@ def stopped_workers(store: Store, plan: str) -> dict[str, str]:
                                .where(PlanWorker.plan == plan, PlanWorker.state == STOPPED)
                                ).all()
     return {place: reason or "" for place, reason in rows}
+
+
+def still_queued(store: Store, plan: str) -> int | None:
+    """How many of the plan's cases no place has taken yet; None while the plan has none
+    (no place has offered them yet)."""
+    with store.session() as session:
+        states = list(session.scalars(select(QueuedCase.state)
+                                      .where(QueuedCase.plan == plan)))
+    return sum(state == QUEUED for state in states) if states else None

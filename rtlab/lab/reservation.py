@@ -53,6 +53,10 @@ class ReservationError(RuntimeError):
     """A reservation could not be made, allocated or cancelled."""
 
 
+class ReservationAbandoned(ReservationError):
+    """The caller no longer needs a place (the plan it was to work on has no case left)."""
+
+
 class ReservationTimeout(ReservationError):
     """No matching place became free in time; the message says who holds them."""
 
@@ -274,10 +278,12 @@ def reserve(
     state_file: Path | None = None,
     progress: Callable[[str], None] = logger.info,
     progress_every_s: float = PROGRESS_EVERY_S,
+    abandon: Callable[[], str | None] | None = None,
 ) -> Reservation:
     """Reserve a place matching ``filters`` and wait (at most ``timeout_s``) until the
     coordinator allocates one. Raises ReservationTimeout (the reservation cancelled) with
-    who holds the places; ReservationError when no place could ever match."""
+    who holds the places; ReservationError when no place could ever match;
+    ReservationAbandoned when ``abandon``, asked while waiting, gives a reason to stop."""
     filters = dict(filters)
     wanted = format_filters(filters)
     candidates = matching(client.places(), filters)
@@ -293,7 +299,7 @@ def reserve(
                               owner=owner_name(), filters=filters)
     _write_state(state_file, reservation)
     try:
-        place = _wait(client, reservation, timeout_s, progress, progress_every_s)
+        place = _wait(client, reservation, timeout_s, progress, progress_every_s, abandon)
     except BaseException:
         with contextlib.suppress(ReservationError):
             cancel(client, reservation)
@@ -304,7 +310,8 @@ def reserve(
 
 
 def _wait(client: LabgridClient, reservation: Reservation, timeout_s: float,
-          progress: Callable[[str], None], progress_every_s: float) -> str:
+          progress: Callable[[str], None], progress_every_s: float,
+          abandon: Callable[[], str | None] | None = None) -> str:
     wanted = format_filters(reservation.filters)
     start = time.monotonic()
     deadline = start + timeout_s
@@ -321,6 +328,9 @@ def _wait(client: LabgridClient, reservation: Reservation, timeout_s: float,
         except ReservationError as error:
             if not isinstance(error.__cause__, subprocess.TimeoutExpired):
                 raise
+            reason = abandon() if abandon is not None else None
+            if reason is not None:
+                raise ReservationAbandoned(f"no place needed any more: {reason}") from None
             held = holders(client, reservation.filters, reservation.token)
             if time.monotonic() >= deadline:
                 raise ReservationTimeout(
@@ -384,6 +394,7 @@ def reserved(
     state_file: Path | None = None,
     progress: Callable[[str], None] = logger.info,
     client_program: Path | None = None,
+    abandon: Callable[[], str | None] | None = None,
 ) -> Iterator[Reservation]:
     """A place reserved for the ``with`` block; the caller acquires and releases it.
     Afterwards the reservation is cancelled and the state file removed, unless something
@@ -391,7 +402,7 @@ def reserved(
     client = LabgridClient(coordinator, **({"program": client_program}
                                            if client_program else {}))
     reservation = reserve(client, filters, timeout_s=timeout_s, state_file=state_file,
-                          progress=progress)
+                          progress=progress, abandon=abandon)
     try:
         yield reservation
     finally:

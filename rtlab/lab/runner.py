@@ -22,7 +22,13 @@ from rtlab.lab.health import (
     record_on_place,
     run_event,
 )
-from rtlab.lab.reservation import RESERVATION_FILE, LabgridClient, filters_for, reserved
+from rtlab.lab.reservation import (
+    RESERVATION_FILE,
+    LabgridClient,
+    ReservationAbandoned,
+    filters_for,
+    reserved,
+)
 from rtlab.util.paths import REPO_ROOT, health_dir
 from rtlab.verdict.record import RUN_ID_VARIABLE, read_record
 
@@ -94,11 +100,14 @@ class Sharing:
 
 @attr.frozen
 class RunOutcome:
-    place: str
+    """What a run did; ``place`` (and its JUnit and console logs) None when it needed no
+    place after all (a shared plan whose cases the other places took)."""
+
+    place: str | None
     exit_code: int
-    junit: Path
+    junit: Path | None
     results: Path
-    console_logs: Path
+    console_logs: Path | None
     healthy: bool = True
 
 
@@ -190,14 +199,35 @@ def run_suite(
     # places sharing a plan write into one folder: a state file each
     state_file = out_dir / (RESERVATION_FILE if selection.sharing is None
                             else f"reservation-{os.getpid()}.json")
-    with reserved(coordinator, filters,
-                  timeout_s=reserve_timeout_s, state_file=state_file,
-                  progress=lambda message: print(message, flush=True)) as reservation:
-        assert reservation.place is not None
-        return _run_reserved(place=reservation.place, image=image, env_file=env_file,
-                             coordinator=coordinator, out_dir=out_dir,
-                             duration_s=duration_s, label=label or reservation.place,
-                             selection=selection, kind=kind, health=health)
+    sharing = selection.sharing
+    try:
+        with reserved(coordinator, filters,
+                      timeout_s=reserve_timeout_s, state_file=state_file,
+                      progress=lambda message: print(message, flush=True),
+                      abandon=(lambda: _plan_taken(sharing)) if sharing else None
+                      ) as reservation:
+            assert reservation.place is not None
+            return _run_reserved(place=reservation.place, image=image, env_file=env_file,
+                                 coordinator=coordinator, out_dir=out_dir,
+                                 duration_s=duration_s, label=label or reservation.place,
+                                 selection=selection, kind=kind, health=health)
+    except ReservationAbandoned as reason:
+        print(reason, flush=True)
+        return RunOutcome(None, 0, None, out_dir / "results", None)
+
+
+def _plan_taken(sharing: Sharing) -> str | None:
+    """Why a place still waiting for its reservation is not needed: the plan's other
+    places took every case meanwhile (None: some are left)."""
+    from rtlab.lab.queue import still_queued
+    from rtlab.store import open_store
+
+    store = open_store(sharing.queue)
+    try:
+        left = still_queued(store, sharing.plan)
+    finally:
+        store.close()
+    return f"plan {sharing.plan} has no case left to take" if left == 0 else None
 
 
 def _run_reserved(*, place: str, image: Path, env_file: Path, coordinator: str,

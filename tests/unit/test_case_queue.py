@@ -6,7 +6,7 @@ import multiprocessing
 
 import pytest
 
-from rtlab.lab.queue import CaseQueue, leftovers, measured_by, stopped_workers
+from rtlab.lab.queue import CaseQueue, leftovers, measured_by, still_queued, stopped_workers
 from rtlab.store import open_store
 
 pytest_plugins = ["tests.pg"]
@@ -147,3 +147,13 @@ def test_two_places_failing_at_once_never_both_leave(results_db_url):
             assert len(stopped_workers(store, plan)) == 1
     finally:
         store.close()
+
+
+def test_still_queued_counts_what_nobody_took(store):
+    assert still_queued(store, "plan") is None  # nobody has offered the cases yet
+    a = CaseQueue(store, "plan", "imx6q-01")
+    a.offer(CASES[:3])
+    assert still_queued(store, "plan") == 3
+    for name in CASES[:3]:
+        assert a.claim(name)
+    assert still_queued(store, "plan") == 0

@@ -154,6 +154,25 @@ def test_waiting_ends_after_the_timeout_with_who_holds_the_board(coordinator, as
     assert client(coordinator, PERSON, "reservations").stdout.strip() == ""
 
 
+def test_waiting_stops_when_the_place_is_no_longer_needed(coordinator, as_ci):
+    # a place of a shared plan waits while a person holds the board; the plan's other
+    # places take every case meanwhile
+    client(coordinator, PERSON, "-p", "rpi3-01", "acquire")
+    asked = []
+
+    def abandon() -> str | None:
+        asked.append(time.monotonic())
+        return "plan p has no case left to take" if len(asked) >= 2 else None
+
+    with pytest.raises(rsv.ReservationAbandoned,
+                       match="no place needed any more: plan p has no case left to take"):
+        rsv.reserve(rsv.LabgridClient(coordinator), {"board": "rpi3"}, timeout_s=600,
+                    progress=lambda _: None, progress_every_s=1, abandon=abandon)
+    assert len(asked) == 2
+    # the job's reservation does not linger in the queue
+    assert client(coordinator, PERSON, "reservations").stdout.strip() == ""
+
+
 def test_a_filter_no_place_matches_is_refused_at_once(coordinator, as_ci):
     with pytest.raises(rsv.ReservationError, match=r"no place on .* has board=imx8mp "
                                                    r"\(places: imx6q-01, rpi3-01\)"):
