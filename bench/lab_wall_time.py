@@ -70,13 +70,16 @@ def adaptive_seconds(cases: list[tuple[str, int | None]], seed: int) -> dict[str
     return seconds
 
 
-def stage(cases: list[tuple[str, int | None]], seconds: dict[str, float], boards: int,
-          speedup: float, failing: bool, folder: Path) -> tuple[float, dict[str, int]]:
+def stage(label: str, cases: list[tuple[str, int | None]], seconds: dict[str, float],
+          boards: int, speedup: float, failing: bool, folder: Path) -> tuple[float, dict[str, int]]:
     """The board time from the first boot to the last case's end, and how many cases each
     place measured; with ``failing``, place 0 fails on its third case."""
-    store = open_store(f"sqlite:///{folder / f'plan-{boards}-{failing}.db'}")
+    store = open_store(f"sqlite:///{folder / f'{label}-{boards}.db'}")
     names = [name for name, _ in cases]
-    plan = f"bench-{boards}-{failing}"
+    if label != "fixed":
+        # as rtlab run --window orders them (Selection.test_paths): the rt-tests first
+        names.sort(key=lambda name: dict(cases)[name] is not None)
+    plan = f"bench-{label}-{boards}"
     measured: dict[str, int] = {}
     begin = time.monotonic()
 
@@ -85,10 +88,12 @@ def stage(cases: list[tuple[str, int | None]], seconds: dict[str, float], boards
         queue.offer(names)
         time.sleep(BOOT_S / speedup)
         done = 0
+        failed = False
         for name in names:
             if not queue.claim(name):
                 continue
-            if failing and index == 0 and done == 2:
+            if failing and index == 0 and done == 2 and not failed:
+                failed = True
                 queue.finish(name, "error")
                 if queue.leave_after_error("injected failure"):
                     break
@@ -137,7 +142,7 @@ def main() -> int:
             for label, seconds, failing in (("fixed", fixed, False),
                                             ("adaptive", adaptive, False),
                                             ("failing", adaptive, True)):
-                wall, _ = stage(cases, seconds, boards, options.speedup, failing, folder)
+                wall, _ = stage(label, cases, seconds, boards, options.speedup, failing, folder)
                 row[label] = wall
                 base.setdefault(label, wall)
             print(f"{boards:>6} | " + " | ".join(

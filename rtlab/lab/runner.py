@@ -73,6 +73,16 @@ class Selection:
         if self.window_s is not None and self.window_s < 1:
             raise ValueError(f"--window must be a number of seconds, got {self.window_s}")
 
+    def test_paths(self) -> list[str]:
+        """The on-board suite's modules, in the order the cases run. An adaptive run puts
+        the rt-tests first: they take the whole duration while most latency cases stop
+        early, and the longest first keeps one board of a shared plan from measuring an
+        hour alone at the end while the others are done."""
+        target = REPO_ROOT / "tests" / "target"
+        if self.window_s is None:
+            return [os.fspath(target)]
+        return [os.fspath(target / "test_rttests.py"), os.fspath(target / "test_latency.py")]
+
     def pytest_args(self) -> list[str]:
         args = []
         for option, value in (("--rt-scenarios", self.scenarios),
@@ -245,7 +255,7 @@ def _run_reserved(*, place: str, image: Path, env_file: Path, coordinator: str,
     before = set(results.glob("*.json"))
     labgrid_client.run(coordinator, "acquire", place=place)
     try:
-        cmd = [sys.executable, "-m", "pytest", os.fspath(REPO_ROOT / "tests" / "target"),
+        cmd = [sys.executable, "-m", "pytest", *selection.test_paths(),
                "--lg-env", os.fspath(env_file.resolve()), "--lg-coordinator", coordinator,
                "--lg-log", os.fspath(console_logs), f"--junitxml={junit}",
                "--rt-results", os.fspath(results), "--rt-duration", str(duration_s),

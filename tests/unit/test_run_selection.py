@@ -1,10 +1,14 @@
 """What part of the suite `rtlab run` asks pytest for: the matrix options, or the cases
 one by one (--cases), never both."""
 
+import subprocess
+import sys
+
 import pytest
 
 from rtlab.cli import main
 from rtlab.lab.runner import Selection
+from rtlab.util.paths import REPO_ROOT
 
 
 def test_cases_go_to_pytest_as_they_are():
@@ -42,3 +46,22 @@ def test_the_command_refuses_both_before_touching_the_lab(capsys, tmp_path):
     assert code == 2
     assert "--cases names the cases itself" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+def collected(selection: Selection) -> list[str]:
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", *selection.test_paths(), "--collect-only", "-q",
+         "-p", "no:cacheprovider", *selection.pytest_args()],
+        capture_output=True, text=True, check=True, cwd=REPO_ROOT)
+    return [line for line in result.stdout.splitlines() if "::" in line]
+
+
+def test_an_adaptive_run_measures_the_rt_tests_first_and_a_fixed_one_in_suite_order():
+    """In an adaptive run the rt-tests take the whole duration and most latency cases
+    less: longest first, so that no board of a shared plan ends with an hour alone."""
+    adaptive = collected(Selection(cases="idle/1000us,pi_stress", window_s=60))
+    assert adaptive == ["tests/target/test_rttests.py::test_rt_tool[pi_stress]",
+                        "tests/target/test_latency.py::test_latency[idle-1000us]"]
+    fixed = collected(Selection(cases="idle/1000us,pi_stress"))
+    assert fixed == ["tests/target/test_latency.py::test_latency[idle-1000us]",
+                     "tests/target/test_rttests.py::test_rt_tool[pi_stress]"]
