@@ -2,6 +2,7 @@
 the wall time of each stage.
 
     .venv/bin/python bench/pipeline_times.py [--duration 10] [--keep DIR] [--kernel POLICY]
+                                             [--tier gate]
 
 It makes a temporary clone of the working tree (tracked and not-ignored files committed on
 `main`, pushed to an `origin` whose default branch is `main`: gitlab-ci-local reads the
@@ -279,6 +280,10 @@ def main(argv: list[str] | None = None) -> int:
                              "compiled from kernel/, which is what a default-branch "
                              "pipeline's auto does and takes most of an hour on 2 cores "
                              "from a cold ccache)")
+    parser.add_argument("--tier", help="run this suite.yaml tier as a lab's push does "
+                                       "(gate: every board of a type sharing the cases, "
+                                       "each adaptive in 10 s windows up to 30 s) instead "
+                                       "of one fixed case per job")
     args = parser.parse_args(argv)
 
     config = load_config(paths.default_vlab_config())
@@ -299,6 +304,13 @@ def main(argv: list[str] | None = None) -> int:
                                            duration_s=args.duration)
         variables["RTLAB_KERNEL"] = args.kernel
         print(f"build stage: RTLAB_KERNEL={args.kernel}", flush=True)
+        if args.tier:
+            variables.update({"RTLAB_TIER": args.tier, "RTLAB_SCENARIOS": "",
+                              "RTLAB_INTERVALS": "", "RTLAB_RT_TESTS": "",
+                              "RTLAB_BOARDS": "all", "RTLAB_WINDOW": str(args.duration),
+                              "RTLAB_DURATION": str(3 * args.duration)})
+            print(f"test stage: tier {args.tier}, every board of a type, adaptive "
+                  f"{args.duration} s windows up to {3 * args.duration} s", flush=True)
         run = run_pipeline(work, variables, echo=None if args.quiet else print)
         print()
         print(format_table(run))

@@ -95,7 +95,7 @@ def test_unknown_names_list_the_valid_ones():
         (lambda: board_model("bbb"), "unknown board 'bbb'; valid boards: imx6q, rpi3"),
         (lambda: board_model("rpi3").kernel_package("preempt"),
          "unknown flavour 'preempt' for board rpi3; valid flavours: std, rt"),
-        (lambda: rack.board("bbb-01"), "no place 'bbb-01' (valid: imx6q-01, rpi3-01)"),
+        (lambda: rack.board("bbb-01"), "no place 'bbb-01' (valid: imx6q-01, rpi3-01, imx6q-02)"),
     ]
     for call, expected in cases:
         with pytest.raises(ValueError) as error:
