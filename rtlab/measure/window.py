@@ -42,6 +42,9 @@ LOADAVG_MIN_UTILISATION = 0.2
 LOADED_SHELL_TIMEOUT_S = 120
 # how long the program may overrun its window before the window is given up
 PROGRAM_OVERRUN_S = 600
+# the longest gap between an adaptive run's windows before one of the host's own timeouts
+# ends the run: the program's overrun, reading the window back and starting the next
+WINDOW_GAP_ALLOWANCE_S = PROGRAM_OVERRUN_S + 3 * LOADED_SHELL_TIMEOUT_S
 MARK = "rtlab-evidence:"
 log = logging.getLogger(__name__)
 WINDOW_SCRIPT = "/tmp/rtlab-window.sh"
@@ -355,8 +358,8 @@ def run_windows(shell: Shell, *, program: Sequence[str], parts: Sequence[LoadPar
     if not 0 < window_s <= cap_s:
         raise ValueError(f"the window ({window_s} s) must be positive and at most the cap "
                          f"({cap_s} s)")
-    shell.put_bytes(window_script(program, loads, cpus, cap_s + LOAD_OVERRUN_S).encode(),
-                    WINDOW_SCRIPT)
+    shell.put_bytes(window_script(program, loads, cpus, adaptive_load_seconds(window_s, cap_s))
+                    .encode(), WINDOW_SCRIPT)
     stream = None
     windows: list[Window] = []
     gaps: list[float] = []
@@ -393,6 +396,15 @@ def run_windows(shell: Shell, *, program: Sequence[str], parts: Sequence[LoadPar
         raise
     _stop(shell, stream, loads, quiet=False)
     return WindowRun(tuple(windows), tuple(gaps), stopped)
+
+
+def adaptive_load_seconds(window_s: int, cap_s: int) -> int:
+    """How long an adaptive run's loads run unless stopped: through every window and every
+    gap the host may take before a timeout of its own ends the run. The gaps are not known
+    in advance (on a loaded emulated board, half a minute each): a load bound to the cap
+    alone ran out before the last window and voided it. The host stops the loads after
+    the last window; this bound only ends them if it never comes back."""
+    return cap_s + LOAD_OVERRUN_S + math.ceil(cap_s / window_s) * WINDOW_GAP_ALLOWANCE_S
 
 
 def started_loads(parts: Sequence[LoadPart]) -> list[StartedLoad]:

@@ -1190,6 +1190,27 @@ def test_windows_run_under_one_load_until_the_caller_stops_them(tmp_path, subrea
     assert _gone(int(pids[0]))
 
 
+def test_an_adaptive_runs_loads_outlast_every_gap_the_host_may_take(tmp_path, subreaper):
+    """A load bound to the cap ran out on a loaded virtual board whose gaps between windows
+    took half a minute each, and voided the last window."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "stress-ng"
+    fake.write_text('#!/bin/sh\necho "$@" >"$(dirname "$0")/args"\n'
+                    'echo "stress-ng: info:  [$$] dispatching hogs: $2 cpu"\nexec sleep 300\n',
+                    encoding="utf-8")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    shell = LocalShell(tmp_path, {**os.environ,
+                                  "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
+    measure.run_windows(shell, program=["true"], parts=[CpuLoad(10, 0.01)], cpus=1,
+                        window_s=1, cap_s=3, after_window=lambda index, window: "decided",
+                        progress=lambda text: None)
+    args = (bin_dir / "args").read_text().split()
+    timeout_s = int(args[args.index("--timeout") + 1].rstrip("s"))
+    # three windows, each gap allowed the program's overrun and three loaded commands
+    assert timeout_s >= 3 + 3 * (measure.PROGRAM_OVERRUN_S + 3 * measure.LOADED_SHELL_TIMEOUT_S)
+
+
 def test_windows_end_at_the_cap(tmp_path):
     shell = LocalShell(tmp_path, dict(os.environ))
     run = measure.run_windows(shell, program=["true"], parts=[], cpus=1, window_s=1, cap_s=2,
