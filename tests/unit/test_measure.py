@@ -716,18 +716,23 @@ def _gone(pid: int) -> bool:
     return state == "Z"
 
 
+def with_fake_stress_ng(tmp_path: Path, before: str = "") -> dict[str, str]:
+    """The environment of a shell whose stress-ng is a fake that says it dispatched its
+    hogs and then sleeps (``before``: lines of its own first); its folder is tmp_path/bin."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "stress-ng"
+    fake.write_text(f'#!/bin/sh\n{before}echo "stress-ng: info:  [$$] dispatching hogs: $2 cpu"\n'
+                    "exec sleep 300\n", encoding="utf-8")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+
+
 def test_window_script_runs_and_stops_the_loads_whole_session(tmp_path, subreaper):
     """The script's three actions in a real shell: the host's /bin/sh (dash on Debian),
     which takes fewer spellings of `kill` to a process group than the boards' busybox sh."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
     # a load with a child of its own, as hackbench and stress-ng have
-    fake = bin_dir / "stress-ng"
-    fake.write_text('#!/bin/sh\nsleep 300 &\necho "child $!"\n'
-                    'echo "stress-ng: info:  [$$] dispatching hogs: $2 cpu"\nexec sleep 300\n',
-                    encoding="utf-8")
-    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    env = with_fake_stress_ng(tmp_path, before='sleep 300 &\necho "child $!"\n')
     loads = loads_of([CpuLoad(50)])
     program = ["sh", "-c", "echo measuring; exit 3"]
     # the board's /tmp is this test's folder
@@ -1163,14 +1168,7 @@ class LocalShell:
 
 
 def test_windows_run_under_one_load_until_the_caller_stops_them(tmp_path, subreaper):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake = bin_dir / "stress-ng"
-    fake.write_text('#!/bin/sh\necho "stress-ng: info:  [$$] dispatching hogs: $2 cpu"\n'
-                    "exec sleep 300\n", encoding="utf-8")
-    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
-    shell = LocalShell(tmp_path, {**os.environ,
-                                  "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
+    shell = LocalShell(tmp_path, with_fake_stress_ng(tmp_path))
     pids = []
 
     def after(index: int, window: Window) -> str | None:
@@ -1193,19 +1191,12 @@ def test_windows_run_under_one_load_until_the_caller_stops_them(tmp_path, subrea
 def test_an_adaptive_runs_loads_outlast_every_gap_the_host_may_take(tmp_path, subreaper):
     """A load bound to the cap ran out on a loaded virtual board whose gaps between windows
     took half a minute each, and voided the last window."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake = bin_dir / "stress-ng"
-    fake.write_text('#!/bin/sh\necho "$@" >"$(dirname "$0")/args"\n'
-                    'echo "stress-ng: info:  [$$] dispatching hogs: $2 cpu"\nexec sleep 300\n',
-                    encoding="utf-8")
-    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
-    shell = LocalShell(tmp_path, {**os.environ,
-                                  "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
+    shell = LocalShell(tmp_path, with_fake_stress_ng(tmp_path,
+                                                     before='echo "$@" >"$(dirname "$0")/args"\n'))
     measure.run_windows(shell, program=["true"], parts=[CpuLoad(10, 0.01)], cpus=1,
                         window_s=1, cap_s=3, after_window=lambda index, window: "decided",
                         progress=lambda text: None)
-    args = (bin_dir / "args").read_text().split()
+    args = (tmp_path / "bin" / "args").read_text().split()
     timeout_s = int(args[args.index("--timeout") + 1].rstrip("s"))
     # three windows, each gap allowed the program's overrun and three loaded commands
     assert timeout_s >= 3 + 3 * (measure.PROGRAM_OVERRUN_S + 3 * measure.LOADED_SHELL_TIMEOUT_S)
