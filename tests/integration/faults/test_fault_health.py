@@ -18,12 +18,17 @@ def rtlab(*args: str) -> subprocess.CompletedProcess:
                           text=True, cwd=REPO_ROOT, timeout=900, check=False)
 
 
+# the virtual rack's other i.MX6Q: a run by board type would take it while it is healthy
+OTHER_PLACE = "imx6q-02"
+
+
 @pytest.fixture
 def place_restored(vlab):
     yield
-    # whatever the test left, the place is healthy for the tests after it
-    subprocess.run([CLIENT, "-x", vlab.coordinator_address, "-p", PLACE, "set-tags",
-                    f"{TAG_KEY}=", f"{ERRORS_TAG_KEY}="], check=True, capture_output=True)
+    # whatever the test left, the places are healthy for the tests after it
+    for place in (PLACE, OTHER_PLACE):
+        subprocess.run([CLIENT, "-x", vlab.coordinator_address, "-p", place, "set-tags",
+                        f"{TAG_KEY}=", f"{ERRORS_TAG_KEY}="], check=True, capture_output=True)
     subprocess.run([CLIENT, "-x", vlab.coordinator_address, "-p", PLACE, "set-comment",
                     "virtual imx6q (QEMU)"], check=True, capture_output=True)
 
@@ -55,14 +60,20 @@ def test_three_errors_in_a_row_make_the_place_unhealthy_until_a_check_passes(
     assert refused.returncode == 2
     assert f"place {PLACE} is unhealthy" in refused.stderr
     assert not (tmp_path / "refused" / "results").exists()
-    # a CI job asks for any board of the type: refused at once, not queued for a place
-    # the coordinator will never allocate to it, and the message says how to get it back
+    # a CI job asks for any board of the type when every one is unhealthy: refused at
+    # once, not queued for a place the coordinator will never allocate to it, and the
+    # message names each place and says how to get one back
+    subprocess.run([CLIENT, "-x", vlab.coordinator_address, "-p", OTHER_PLACE, "set-tags",
+                    f"{TAG_KEY}=unhealthy"], check=True, capture_output=True)
     by_type = rtlab("run", "--board", "qemu-imx6q", "--image", sd_image, "--out",
                     str(tmp_path / "by-type"), "--duration", "2", "--scenarios", "idle",
                     "--intervals", "1000", "--rt-tests", "none", "--reserve-timeout", "600")
     assert by_type.returncode == 2, by_type.stdout[-2000:] + by_type.stderr[-2000:]
     assert "every place with board=qemu-imx6q is unhealthy" in by_type.stderr
-    assert f"rtlab lab check --place {PLACE}" in by_type.stderr
+    assert f"{PLACE}: " in by_type.stderr
+    assert "3 infrastructure errors in a row" in by_type.stderr
+    assert f"{OTHER_PLACE}: " in by_type.stderr
+    assert "rtlab lab check --place imx6q-0" in by_type.stderr
     assert not (tmp_path / "by-type" / "results").exists()
 
     health = rtlab("lab", "health", "--place", PLACE, "--history")
