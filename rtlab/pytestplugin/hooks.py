@@ -5,6 +5,7 @@ attached to every case that did not pass)."""
 
 import datetime
 import os
+import signal
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,15 @@ def image_manifest() -> dict[str, Any]:
 def record(request: pytest.FixtureRequest) -> CaseRecord:
     """The result record of the running test case, filled in by the fixtures."""
     return request.node.stash[RECORD_KEY]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """`rtlab run` stops the suite with SIGINT (rtlab.lab.runner). A launcher that ignores
+    SIGINT in its background jobs (a non-interactive shell's ``cmd &``) passes that on, and
+    Python then never raises KeyboardInterrupt: a cancelled case ran on to a pass. The
+    on-board suite takes SIGINT whatever it inherited."""
+    if config.option.rt_results and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.hookimpl(tryfirst=True)
