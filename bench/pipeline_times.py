@@ -34,7 +34,7 @@ from pathlib import Path
 import attr
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-STAGES = ("check", "build", "image", "test", "report")
+STAGES = ("check", "build", "image", "test", "report", "tune")
 GIT_IDENTITY = ("-c", "user.name=rtlab pipeline", "-c", "user.email=pipeline@rtlab.invalid")
 
 

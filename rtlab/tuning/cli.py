@@ -140,8 +140,11 @@ def _propose(args: argparse.Namespace) -> int:
               if proposal.changed else "nothing to change")
         return 0
     assert credentials is not None and url and project
+    # GitLab's own notation: labels separated by commas
+    labels = tuple(dict.fromkeys(label.strip() for value in args.label or DEFAULT_LABELS
+                                 for label in value.split(",") if label.strip()))
     target = Target(url, project, branch=args.branch, target_branch=target_branch,
-                    labels=tuple(args.label or DEFAULT_LABELS))
+                    labels=labels)
     outcome = publish(proposal, target, credentials, repository=root, made_by=made_by)
     print(outcome.message)
     return 0
@@ -248,8 +251,8 @@ def register(actions: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
                                           "$CI_DEFAULT_BRANCH, else the project's default "
                                           "branch)")
     command.add_argument("--label", action="append",
-                         help="a label of the merge request (repeatable; default: "
-                              f"{', '.join(DEFAULT_LABELS)})")
+                         help="labels of the merge request, comma-separated "
+                              f"(repeatable; default: {', '.join(DEFAULT_LABELS)})")
     command.add_argument("--out", help="also write the description (proposal.md) and the "
                                        "proposed file into this folder (job artifacts)")
     command.add_argument("--dry-run", action="store_true",
