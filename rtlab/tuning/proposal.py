@@ -146,7 +146,7 @@ class Proposal:
 def _board_outcome(suggestion: Suggestion) -> str:
     if suggestion.changes:
         runs = max((row.evidence.runs for row in suggestion.rows), default=0)
-        return (f"{len(suggestion.changes)} limit(s) changed (up to {runs} runs per case)")
+        return f"{len(suggestion.changes)} limit(s) changed (up to {runs} run(s) per case)"
     if not any(row.evidence.runs for row in suggestion.rows):
         return "no measured runs: limits unchanged"
     return "the history supports the limits as they are"

@@ -175,7 +175,7 @@ def test_the_first_run_opens_one_merge_request_with_the_table(lab, gitlab, git_c
     code, said = run(lab, capsys)
 
     assert code == 0, said
-    assert "imx6q: 1 limit(s) changed (up to 12 runs per case)" in said
+    assert "imx6q: 1 limit(s) changed (up to 12 run(s) per case)" in said
     assert "rpi3: no measured runs: limits unchanged" in said
     assert said.rstrip().endswith(f"opened !1: {gitlab.url}/lab/rtlab/-/merge_requests/1")
     [mr] = gitlab.merge_requests
