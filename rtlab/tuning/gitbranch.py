@@ -56,9 +56,8 @@ class Remote:
         """``url`` without any user or password in it (GitLab's ``http_url_to_repo`` has
         none; a CI checkout's origin has the job token in it)."""
         parts = urlsplit(url)
-        netloc = parts.hostname or ""
-        if parts.port:
-            netloc += f":{parts.port}"
+        # host[:port] as written ([::1] keeps its brackets), whatever user came before it
+        netloc = parts.netloc.rpartition("@")[2]
         return cls(urlunsplit(parts._replace(netloc=netloc)) if parts.netloc else url,
                    token, username or "oauth2")
 

@@ -391,6 +391,8 @@ def test_git_gets_the_token_from_its_environment_only():
     remote = gitbranch.Remote.of("https://gitlab-ci-token:job-s3cr3t@gitlab.lab:8443/lab/r.git",
                                  TOKEN, "project_1_bot")
     assert remote.url == "https://gitlab.lab:8443/lab/r.git"
+    assert gitbranch.Remote.of("http://u:p@[::1]:8080/r.git", TOKEN).url == (
+        "http://[::1]:8080/r.git")
     assert TOKEN not in repr(remote)
     env = remote.environment({"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory",
                               "GIT_CONFIG_VALUE_0": "*", "GIT_ASKPASS": "/bin/echo",
