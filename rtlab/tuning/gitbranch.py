@@ -14,7 +14,7 @@ import base64
 import os
 import subprocess
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit, urlunsplit
 
@@ -151,12 +151,15 @@ def remote_head(root: Path, remote: Remote, branch: str) -> str | None:
     return None
 
 
-def push(root: Path, remote: Remote, commit: str, branch: str, expected: str | None) -> str:
+def push(root: Path, remote: Remote, commit: str, branch: str, expected: str | None,
+         options: Sequence[str] = ()) -> str:
     """``commit`` to ``branch``, replacing whatever the branch held only if it still holds
     ``expected`` (None: only if it does not exist): a branch that moved meanwhile is left
-    alone. Returns git's report."""
+    alone. ``options`` are push options for the server (GitLab's ``ci.skip``). Returns
+    git's report."""
     ref = f"refs/heads/{branch}"
     out = _run(["push", "--porcelain", f"--force-with-lease={ref}:{expected or ''}",
+                *(f"--push-option={option}" for option in options),
                 remote.url, f"{commit}:{ref}"], root, env=remote.environment(os.environ),
                remote=remote)
     return remote.mask(out)

@@ -15,7 +15,8 @@ through GitLab's API (python-gitlab). What happens, in order:
    opened again.
 5. Otherwise the branch is (re)built on the base and pushed, replacing the branch only if
    it still is where it was a moment ago, and the merge request opened with the labels,
-   or its title, description and labels updated.
+   or its title, description and labels updated. Either way one pipeline runs on the
+   boards, the merge request's: the push that precedes opening it carries ``ci.skip``.
 """
 
 import os
@@ -147,7 +148,11 @@ def publish(proposal: Proposal, target: Target, credentials: Credentials, *,
     commit = gitbranch.commit_file(root, proposal.base, proposal.name, proposal.text,
                                    proposal.commit_message(made_by), me)
     was = gitbranch.remote_head(root, remote, target.branch)
-    gitbranch.push(root, remote, commit, target.branch, was)
+    # without an open merge request a push would start a branch pipeline, and opening the
+    # merge request a second one, both on the boards: GitLab's ci.skip leaves only the
+    # merge request's; once it is open, the push itself starts its pipeline
+    gitbranch.push(root, remote, commit, target.branch, was,
+                   options=("ci.skip",) if opened is None else ())
     say(f"pushed {commit[:12]} to {target.branch} of {remote.url}"
         + (f" (was {was[:12]})" if was else " (new branch)"))
     description = proposal.description(made_by)

@@ -5,7 +5,9 @@ repository served over Git's smart HTTP by ``git http-backend``, with GitLab's r
 both: a token in ``PRIVATE-TOKEN`` (API) or as the password of HTTP Basic (Git), 401
 otherwise; one open merge request per source branch; a merge request only from a branch
 that exists. Every request is recorded (method, path, query, JSON body, whether it was
-authenticated), never the token itself.
+authenticated), never the token itself; so is every pipeline GitLab would create: a push
+to a branch (a merge request pipeline when the branch has an open merge request, a branch
+pipeline otherwise; none with the push option ``ci.skip``) and a merge request's creation.
 
 The unit tests of the tuning merge requests run against it, and so does the virtual rack's
 pipeline demo (``make demo PIPELINE=1 TUNE=1``), which has no GitLab server either.
@@ -42,6 +44,30 @@ class Request:
     authenticated: bool
 
 
+@attr.frozen
+class Pipeline:
+    """A pipeline GitLab would have created: its source (``push`` for a branch pipeline,
+    ``merge_request_event``) and the branch."""
+
+    source: str
+    branch: str
+
+
+# the repository's post-receive hook: each updated ref and the push's options, one line
+# each, for the stand-in to read after the push
+_HOOK = r"""#!/bin/sh
+options=""
+i=0
+while [ "$i" -lt "${GIT_PUSH_OPTION_COUNT:-0}" ]; do
+    eval "options=\"$options \$GIT_PUSH_OPTION_$i\""
+    i=$((i + 1))
+done
+while read -r old new ref; do
+    echo "$ref $new$options" >> rtlab-stand-in-pushes
+done
+"""
+
+
 @attr.define
 class MergeRequest:
     iid: int
@@ -72,6 +98,7 @@ class StandInGitLab:
     name: str = "rtlab tuning"
     requests: list[Request] = attr.Factory(list)
     merge_requests: list[MergeRequest] = attr.Factory(list)
+    pipelines: list[Pipeline] = attr.Factory(list)
     url: str = ""
     _server: ThreadingHTTPServer | None = None
     _thread: threading.Thread | None = None
@@ -86,6 +113,12 @@ class StandInGitLab:
         return f"{self.url}/{self.project_path}.git"
 
     def start(self) -> "StandInGitLab":
+        # as GitLab: pushes may carry options (ci.skip), and the stand-in learns of them
+        self._git("config", "receive.advertisePushOptions", "true")
+        hook = self.repository / "hooks" / "post-receive"
+        hook.parent.mkdir(exist_ok=True)
+        hook.write_text(_HOOK)
+        hook.chmod(0o755)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
@@ -207,6 +240,7 @@ class StandInGitLab:
                           remove_source_branch=bool(body.get("remove_source_branch")),
                           author=self.username)
         self.merge_requests.append(mr)
+        self.pipelines.append(Pipeline("merge_request_event", source))
         return 201, self._mr_json(mr)
 
     def _update(self, mr: MergeRequest, body: dict[str, Any]) -> tuple[int, Any]:
@@ -233,6 +267,22 @@ class StandInGitLab:
 
     # -- Git's smart HTTP -----------------------------------------------------------------
 
+    def _pushed(self) -> None:
+        """The pipelines of the refs the last push updated (see the module docstring)."""
+        log = self.repository / "rtlab-stand-in-pushes"
+        if not log.is_file():
+            return
+        lines = log.read_text().splitlines()
+        log.unlink()
+        for line in lines:
+            ref, new, *options = line.split()
+            if not ref.startswith("refs/heads/") or set(new) == {"0"} or "ci.skip" in options:
+                continue
+            branch = ref.removeprefix("refs/heads/")
+            source = ("merge_request_event" if any(
+                mr.source_branch == branch for mr in self.open_merge_requests()) else "push")
+            self.pipelines.append(Pipeline(source, branch))
+
     def git_http(self, method: str, path: str, query: str, headers: dict[str, str],
                  body: bytes, user: str) -> tuple[int, dict[str, str], bytes]:
         """``git http-backend`` as a CGI program, for the project's repository."""
@@ -254,6 +304,8 @@ class StandInGitLab:
                 env["HTTP_" + name.upper().replace("-", "_")] = headers[name]
         done = subprocess.run(["git", "http-backend"], input=body, env=env,
                               capture_output=True, check=False)
+        if path.endswith("/git-receive-pack"):
+            self._pushed()
         head, _, payload = done.stdout.partition(b"\r\n\r\n")
         if not _:
             head, _, payload = done.stdout.partition(b"\n\n")

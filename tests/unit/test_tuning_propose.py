@@ -22,7 +22,7 @@ from rtlab.tuning import gitbranch
 from rtlab.tuning.proposal import fingerprint, fingerprint_in
 from rtlab.util.paths import REPO_ROOT
 from rtlab.verdict.thresholds import load_thresholds
-from rtlab.vlab.gitlab import StandInGitLab
+from rtlab.vlab.gitlab import Pipeline, StandInGitLab
 
 TOKEN = "glpat-tun3-s3cr3t-4711"
 TEMPLATE = (REPO_ROOT / "tests" / "data" / "records" / "vlab-imx6q-rt"
@@ -209,6 +209,8 @@ def test_the_first_run_opens_one_merge_request_with_the_table(lab, gitlab, git_c
     # it came over Git's smart HTTP, authenticated, and left the checkout as it was
     pushes = [r for r in gitlab.requests if r.path.endswith("/git-receive-pack")]
     assert len(pushes) == 1 and all(r.authenticated for r in pushes)
+    # one pipeline on the boards, the merge request's: the push itself started none
+    assert gitlab.pipelines == [Pipeline("merge_request_event", BRANCH)]
     assert git(lab.work, "status", "--porcelain") == ""
     assert git(lab.work, "rev-parse", "HEAD") == main
     assert git(lab.work, "branch", "--list") == "* main"
@@ -248,6 +250,8 @@ def test_a_second_run_with_new_history_updates_the_same_merge_request(lab, gitla
     assert git(lab.bare, "rev-parse", f"{head}^") == git(lab.work, "rev-parse", "main")
     assert limit(lab.branch_file(), tmp_path) == 120
     assert ("PUT", "/api/v4/projects/1/merge_requests/1") in gitlab.api_calls()
+    # the push to the open merge request's branch started its pipeline; no branch pipeline
+    assert gitlab.pipelines == [Pipeline("merge_request_event", BRANCH)] * 2
     assert ("POST", "/api/v4/projects/1/merge_requests") not in gitlab.api_calls()
 
     # the same history once more: the same limits, nothing pushed or rewritten
