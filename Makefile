@@ -2,7 +2,9 @@
 #   make demo            the main job on the virtual rack (FULL=1: the whole matrix)
 #   make demo PIPELINE=1 the GitLab pipeline, run locally on the virtual rack
 #                        (KERNEL=build: its build stage compiles the four kernels;
-#                        TIER=gate: the test stage as a lab's push runs it)
+#                        TIER=gate: the test stage as a lab's push runs it;
+#                        TUNE=1: as a scheduled pipeline, whose tune job proposes
+#                        thresholds from the demos' history to a stand-in GitLab)
 #   make test            lint + all tests of rtlab itself, incl. the virtual rack
 #   make test-kernel     the i.MX6Q preempt-rt kernel built from source, booted on the
 #                        virtual rack, one option changed, rebuilt and booted again
@@ -33,4 +35,4 @@ test-kernel: bootstrap
 	$(VENV)/pytest -s -ra tests/kernel
 
 demo: bootstrap
-	$(if $(PIPELINE),$(VENV)/python bench/pipeline_times.py --keep out/pipeline-demo $(if $(KERNEL),--kernel $(KERNEL)) $(if $(TIER),--tier $(TIER)),$(VENV)/rtlab demo $(if $(FULL),--full))
+	$(if $(PIPELINE),$(VENV)/python bench/pipeline_times.py --keep out/pipeline-demo $(if $(KERNEL),--kernel $(KERNEL)) $(if $(TIER),--tier $(TIER)) $(if $(TUNE),--tune),$(VENV)/rtlab demo $(if $(FULL),--full))

@@ -2,7 +2,7 @@
 the wall time of each stage.
 
     .venv/bin/python bench/pipeline_times.py [--duration 10] [--keep DIR] [--kernel POLICY]
-                                             [--tier gate]
+                                             [--tier gate] [--tune]
 
 It makes a temporary clone of the working tree (tracked and not-ignored files committed on
 `main`, pushed to an `origin` whose default branch is `main`: gitlab-ci-local reads the
@@ -15,6 +15,15 @@ table: per stage the wall time from its first job's start to its last job's end,
 jobs' summed time. The virtual rack is started if it is not running (and then stopped
 again). `make demo PIPELINE=1` runs this; tests/integration/test_pipeline_local.py uses
 its functions.
+
+With --tune (`make demo PIPELINE=1 TUNE=1`) the pipeline runs as a scheduled one, so that
+its last job, `tune`, proposes thresholds from the virtual rack's history: a results store
+that every --tune demo extends (`<keep>/results.db`; the report job ingests each run's
+records into it), a stand-in GitLab on loopback (rtlab.vlab.gitlab) serving the clone's
+`origin` over Git's HTTP and the merge-request API, and the token as a project variable
+scoped to the job's environment (gitlab-ci-local's variables file), as a lab sets
+RTLAB_TUNE_TOKEN. At the end it prints the merge request the job opened or updated, and
+whether the token appears anywhere in the pipeline's output or artifacts.
 """
 
 from __future__ import annotations
@@ -30,11 +39,15 @@ import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attr
 
+if TYPE_CHECKING:
+    from rtlab.vlab.gitlab import StandInGitLab
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
-STAGES = ("check", "build", "image", "test", "report")
+STAGES = ("check", "build", "image", "test", "report", "tune")
 GIT_IDENTITY = ("-c", "user.name=rtlab pipeline", "-c", "user.email=pipeline@rtlab.invalid")
 
 
@@ -188,9 +201,12 @@ def run_pipeline(
     echo: Callable[[str], None] | None = None,
     timeout_s: float = 3600,
     concurrency: int | None = None,
+    needs: bool = True,
+    predefined: Iterable[str] = (),
 ) -> PipelineRun:
-    """Run the clone's pipeline (``jobs``: only these and what they need; none: all) and
-    time its jobs by the moments their start and end lines appear."""
+    """Run the clone's pipeline (``jobs``: only these and, with ``needs``, what they need;
+    none: all) and time its jobs by the moments their start and end lines appear.
+    ``predefined``: GitLab's predefined variables that ``variables`` set on purpose."""
     argv = [os.fspath(gitlab_ci_local()), "--shell-isolation", "--force-shell-executor",
             "--no-color", "--max-job-name-padding", "0"]
     if concurrency:
@@ -199,12 +215,15 @@ def run_pipeline(
         argv += ["--variable", f"{key}={value}"]
     jobs = list(jobs)
     if jobs:
-        argv += ["--needs", *jobs]
+        argv += ["--needs", *jobs] if needs else jobs
     venv_bin = Path(sys.executable).parent
     env = {**os.environ, "PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}"}
     # the jobs must not inherit a checkout of rtlab from the caller: each job runs its
     # own copy's rtlab (PYTHONPATH=. in the pipeline)
     env.pop("PYTHONPATH", None)
+    predefined = list(predefined)
+    if predefined:
+        env["GCL_IGNORE_PREDEFINED_VARS"] = ",".join(predefined)
     found: dict[str, Job] = {}
     lines: list[str] = []
     start = time.monotonic()
@@ -262,6 +281,73 @@ def format_table(run: PipelineRun) -> str:
                      for row in rows)
 
 
+# one virtual run per case and demo: a lab keeps the default of 10
+TUNE_MIN_RUNS = 1
+# gitlab-ci-local's pipeline counter, kept between --tune demos so that each demo's runs
+# are a pipeline of their own in the store
+_STATE = Path(".gitlab-ci-local") / "state.yml"
+
+
+# predefined variables the --tune demo sets on purpose (gitlab-ci-local warns otherwise)
+PREDEFINED = ("CI_PIPELINE_SOURCE", "CI_SERVER_URL", "CI_PROJECT_ID")
+
+
+@attr.define
+class TuneDemo:
+    """The stand-in GitLab, the token and the store of a --tune demo."""
+
+    gitlab: StandInGitLab
+    token: str
+    store: Path
+    keep: Path
+
+    @classmethod
+    def start(cls, work: Path, keep: Path) -> TuneDemo:
+        import secrets
+
+        from rtlab.vlab.gitlab import StandInGitLab
+
+        token = f"glpat-demo-{secrets.token_urlsafe(18)}"
+        gitlab = StandInGitLab(work.parent / "origin.git", token=token).start()
+        # the lab's masked variable, limited to the tune job's environment; untracked,
+        # so no job's copy of the project holds it
+        (work / ".gitlab-ci-local-variables.yml").write_text(
+            f"RTLAB_TUNE_TOKEN:\n  values:\n    thresholds-tuning: {token}\n")
+        state = keep / "gitlab-ci-local-state.yml"
+        if state.is_file():
+            (work / _STATE).parent.mkdir(exist_ok=True)
+            shutil.copyfile(state, work / _STATE)
+        return cls(gitlab, token, keep / "results.db", keep)
+
+    def variables(self) -> dict[str, str]:
+        """A scheduled pipeline that talks to the stand-in (the predefined variables
+        among them: see :data:`PREDEFINED`)."""
+        gitlab = self.gitlab
+        return {"CI_PIPELINE_SOURCE": "schedule", "CI_SERVER_URL": gitlab.url,
+                "CI_PROJECT_ID": gitlab.project_path,
+                "RTLAB_RESULTS_DB": f"sqlite:///{self.store}",
+                "RTLAB_TUNE_MIN_RUNS": str(TUNE_MIN_RUNS)}
+
+    def finish(self, run: PipelineRun) -> str:
+        """What the tune job did, for the demo's reader."""
+        gitlab = self.gitlab
+        if (run.work / _STATE).is_file():
+            shutil.copyfile(run.work / _STATE, self.keep / "gitlab-ci-local-state.yml")
+        lines = ["", f"tune: the history is {self.store}"]
+        for mr in gitlab.merge_requests:
+            lines.append(f"  merge request !{mr.iid} ({mr.state}) {mr.source_branch} -> "
+                         f"{mr.target_branch}, labels {', '.join(mr.labels)}: {mr.title}")
+            lines += [f"    {line}" for line in mr.description.splitlines()[1:12]]
+        if not gitlab.merge_requests:
+            lines.append("  no merge request opened (see the tune job's log above)")
+        artifacts = [path for path in (run.work / "out").rglob("*") if path.is_file()]
+        leaked = self.token in run.output or any(
+            self.token.encode() in path.read_bytes() for path in artifacts)
+        lines.append(f"  the token appears in the pipeline's output or its {len(artifacts)} "
+                     f"artifact files: {'YES' if leaked else 'no'}")
+        return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     from rtlab.kernel.provide import POLICIES
     from rtlab.util import paths
@@ -284,6 +370,10 @@ def main(argv: list[str] | None = None) -> int:
                                        "(gate: every board of a type sharing the cases, "
                                        "each adaptive in 10 s windows up to 30 s) instead "
                                        "of one fixed case per job")
+    parser.add_argument("--tune", action="store_true",
+                        help="run it as a scheduled pipeline whose tune job proposes "
+                             "thresholds from the virtual rack's history (the store every "
+                             "--tune demo extends) to a stand-in GitLab")
     args = parser.parse_args(argv)
 
     config = load_config(paths.default_vlab_config())
@@ -311,9 +401,21 @@ def main(argv: list[str] | None = None) -> int:
                               "RTLAB_DURATION": str(3 * args.duration)})
             print(f"test stage: tier {args.tier}, every board of a type, adaptive "
                   f"{args.duration} s windows up to {3 * args.duration} s", flush=True)
-        run = run_pipeline(work, variables, echo=None if args.quiet else print)
+        tune = TuneDemo.start(work, tmp) if args.tune else None
+        if tune is not None:
+            variables.update(tune.variables())
+            print(f"tune: a scheduled pipeline; stand-in GitLab at {tune.gitlab.url}, "
+                  f"history {tune.store}, RTLAB_TUNE_MIN_RUNS={TUNE_MIN_RUNS}", flush=True)
+        try:
+            run = run_pipeline(work, variables, echo=None if args.quiet else print,
+                               predefined=PREDEFINED if tune else ())
+        finally:
+            if tune is not None:
+                tune.gitlab.stop()
         print()
         print(format_table(run))
+        if tune is not None:
+            print(tune.finish(run))
         failed = [job.name for job in run.jobs.values() if job.status == "FAIL"]
         print(f"\nartifacts: {work / 'out'} (JUnit in out/test/*/, report in out/report/)"
               if args.keep else "")

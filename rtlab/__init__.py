@@ -13,7 +13,8 @@ The packages in the order data flows, from a push to a verdict and a report:
 - :mod:`rtlab.pytestplugin`  the on-board suite's pytest options, case records, atomic JUnit
 - :mod:`rtlab.store`         the results store (SQLAlchemy: SQLite or PostgreSQL), ingest
 - :mod:`rtlab.report`        trends, histograms, comparisons: HTML, PNG, metrics, summary
-- :mod:`rtlab.tuning`        threshold suggestions and replays from the stored history
+- :mod:`rtlab.tuning`        threshold suggestions and replays from the stored history,
+                             proposed as the lab's own merge request
 - :mod:`rtlab.util`          paths, the infrastructure error, file readers that name the line
 
 Every package with commands registers them the same way (``<package>/cli.py``:

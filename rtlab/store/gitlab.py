@@ -40,9 +40,13 @@ REQUEST_TIMEOUT_S = 120
 RETRIES = 5
 
 
-class PullError(RuntimeError):
+class GitLabError(RuntimeError):
     """GitLab refused or could not be reached; the message names the URL, never the
     token."""
+
+
+class PullError(GitLabError):
+    """``rtlab results pull`` could not get what it asked GitLab for."""
 
 
 @attr.frozen
@@ -229,24 +233,28 @@ def _wanted(inner: PurePosixPath, data: bytes) -> bool:
 
 
 @contextmanager
-def gitlab_errors(where: str, credentials: Credentials) -> Iterator[None]:
-    """GitLab's and the network's errors as :class:`PullError`: the URL, the status and
-    GitLab's message, with the token masked should anything echo it."""
+def gitlab_errors(where: str, credentials: Credentials, *,
+                  refused: str | None = None,
+                  error_type: type[GitLabError] = PullError) -> Iterator[None]:
+    """GitLab's and the network's errors as ``error_type``: the URL, the status and
+    GitLab's message, with the token masked should anything echo it. ``refused`` says
+    what to check when GitLab refuses the token (401, 403); by default the pull's."""
     try:
         yield
     except GitlabError as error:
         code = error.response_code
         if code in (401, 403):
-            how = ("a job token (CI_JOB_TOKEN) may not list pipelines on this GitLab: set "
-                   f"${TOKEN_VARIABLE}" if credentials.job_token else
-                   f"check ${TOKEN_VARIABLE}: it needs read_api on the project")
+            how = refused or (
+                "a job token (CI_JOB_TOKEN) may not list pipelines on this GitLab: set "
+                f"${TOKEN_VARIABLE}" if credentials.job_token else
+                f"check ${TOKEN_VARIABLE}: it needs read_api on the project")
             message = f"GitLab refused {where} (HTTP {code}): {how}"
         else:
             text = error.error_message
             if isinstance(text, bytes):
                 text = text.decode("utf-8", errors="replace")
             message = f"GitLab: {where}: HTTP {code}: {text}"
-        raise PullError(message.replace(credentials.token, "[masked]")) from None
+        raise error_type(message.replace(credentials.token, "[masked]")) from None
     except requests.RequestException as error:
         message = f"cannot reach GitLab at {where}: {error}"
-        raise PullError(message.replace(credentials.token, "[masked]")) from None
+        raise error_type(message.replace(credentials.token, "[masked]")) from None

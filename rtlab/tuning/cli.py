@@ -1,9 +1,11 @@
-"""``rtlab thresholds suggest|replay``: tune the gate from the results store, and show which
-stored runs a thresholds file (a branch's) would fail. Both print markdown, ready for a
-merge request's description. The method is in :mod:`rtlab.tuning`."""
+"""``rtlab thresholds suggest|replay|propose``: tune the gate from the results store, show
+which stored runs a thresholds file (a branch's) would fail, and propose the tuning as a
+merge request of its own. Each prints markdown, ready for a merge request's description.
+The method is in :mod:`rtlab.tuning`."""
 
 import argparse
 import datetime
+import os
 import tempfile
 from pathlib import Path
 
@@ -11,7 +13,16 @@ from sqlalchemy.engine import make_url
 
 from rtlab.measure.suite import load_suite
 from rtlab.store import URL_VARIABLE, default_url, open_store
-from rtlab.tuning import Method, relabel, replay, suggest, thresholds_at
+from rtlab.tuning import Method, gitbranch, relabel, replay, suggest, thresholds_at
+from rtlab.tuning.proposal import make_proposal
+from rtlab.tuning.publish import (
+    DEFAULT_BRANCH,
+    DEFAULT_LABELS,
+    TOKEN_VARIABLE,
+    Target,
+    credentials_from_environment,
+    publish,
+)
 from rtlab.util.paths import REPO_ROOT
 from rtlab.verdict.thresholds import ThresholdsError, load_thresholds
 
@@ -39,9 +50,13 @@ def _when(text: str) -> datetime.datetime:
     return when.replace(tzinfo=datetime.UTC) if when.tzinfo is None else when
 
 
+def _method(args: argparse.Namespace) -> Method:
+    return Method(quantile=args.quantile, margin=args.margin, min_runs=args.min_runs,
+                  merge=args.merge, figures=args.figures)
+
+
 def _suggest(args: argparse.Namespace) -> int:
-    method = Method(quantile=args.quantile, margin=args.margin, min_runs=args.min_runs,
-                    merge=args.merge, figures=args.figures)
+    method = _method(args)
     store = open_store(_db_url(args.db))
     try:
         with store.session() as session:
@@ -89,35 +104,53 @@ def _replay(args: argparse.Namespace) -> int:
     return 0
 
 
-def _common(parser: argparse.ArgumentParser, *names: str) -> None:
-    db_help = (f"results database URL or SQLite file (default: ${URL_VARIABLE}, else "
-               f"{default_url()})")
-    if "from" in names:
-        parser.add_argument("--from", "--db", dest="db", metavar="DB", help=db_help)
-    else:
-        parser.add_argument("--db", help=db_help)
-    parser.add_argument("--file", default=str(REPO_ROOT / "thresholds.yaml"),
-                        help="the thresholds file (default: the repository's)")
-    parser.add_argument("--ref", help="only runs made for this ref (CI_COMMIT_REF_NAME), "
-                                      "e.g. main; default: any")
-    parser.add_argument("--since", type=_when, help="only runs started on or after this "
-                                                    "date (ISO, UTC unless it says)")
+def _propose(args: argparse.Namespace) -> int:
+    url = args.url or os.environ.get("CI_SERVER_URL")
+    project = args.project or os.environ.get("CI_PROJECT_ID")
+    if not args.dry_run and (not url or not project):
+        raise ValueError("which GitLab project? --url and --project, or $CI_SERVER_URL "
+                         "and $CI_PROJECT_ID (set in every CI job)")
+    # before any work: a job without its token fails at once
+    credentials = None if args.dry_run else credentials_from_environment()
+    file = Path(args.file)
+    root = gitbranch.toplevel(file.resolve())
+    base = gitbranch.resolve(root, args.base)
+    name = gitbranch.relative(root, file)
+    target_branch = args.target or os.environ.get("CI_DEFAULT_BRANCH")
+    labels = (f"{target_branch or base[:8]}:{name}", f"{args.branch}:{name}")
+    store = open_store(_db_url(args.db))
+    try:
+        with store.session() as session:
+            proposal = make_proposal(session, file, base, name=name, boards=args.board or (),
+                                     ref=args.ref, since=args.since, last=args.last,
+                                     method=_method(args), labels=labels)
+    finally:
+        store.close()
+    made_by = os.environ.get("CI_PIPELINE_URL")
+    print(proposal.summary(), end="")
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "proposal.md").write_text(proposal.description(made_by), encoding="utf-8")
+        if proposal.changed:
+            (out / Path(name).name).write_text(proposal.text, encoding="utf-8")
+        print(f"the proposal's description{' and file' if proposal.changed else ''}: {out}")
+    if args.dry_run:
+        print("dry run: nothing pushed, no merge request opened or updated"
+              if proposal.changed else "nothing to change")
+        return 0
+    assert credentials is not None and url and project
+    # GitLab's own notation: labels separated by commas
+    labels = tuple(dict.fromkeys(label.strip() for value in args.label or DEFAULT_LABELS
+                                 for label in value.split(",") if label.strip()))
+    target = Target(url, project, branch=args.branch, target_branch=target_branch,
+                    labels=labels)
+    outcome = publish(proposal, target, credentials, repository=root, made_by=made_by)
+    print(outcome.message)
+    return 0
 
 
-def register(actions: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    """Add ``suggest`` and ``replay`` to the ``rtlab thresholds`` sub-commands."""
-    command = actions.add_parser(
-        "suggest", help="propose limits from the results store and write them into the "
-                        "thresholds file (comments and layout kept)",
-        description="Per case of the board (and flavour), the --quantile of the worst "
-                    "CPU's figure over the measured runs × --margin, rounded up, written "
-                    "where it serves most cases; prints a markdown table for the merge "
-                    "request. See rtlab/tuning/suggest.py for the method.")
-    command.add_argument("--board", required=True, help="a board tag, e.g. imx6q")
-    command.add_argument("--flavour", help="only this flavour (default: all of the board's)")
-    _common(command, "from")
-    command.add_argument("--suite", default=str(REPO_ROOT / "suite.yaml"),
-                         help="suite file: the cases there are (default: the repository's)")
+def _method_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("--last", type=int, help="only the newest N runs of each case")
     command.add_argument("--quantile", type=float, default=_DEFAULTS.quantile,
                          help=f"of the worst-CPU figures (default {_DEFAULTS.quantile:g}; "
@@ -134,6 +167,39 @@ def register(actions: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
     command.add_argument("--figures", type=int, default=_DEFAULTS.figures,
                          help=f"significant figures to round up to (default "
                               f"{_DEFAULTS.figures})")
+
+
+def _common(parser: argparse.ArgumentParser, *names: str) -> None:
+    db_help = (f"results database URL or SQLite file (default: ${URL_VARIABLE}, else "
+               f"{default_url()})")
+    if "from" in names:
+        parser.add_argument("--from", "--db", dest="db", metavar="DB", help=db_help)
+    else:
+        parser.add_argument("--db", help=db_help)
+    parser.add_argument("--file", default=str(REPO_ROOT / "thresholds.yaml"),
+                        help="the thresholds file (default: the repository's)")
+    parser.add_argument("--ref", help="only runs made for this ref (CI_COMMIT_REF_NAME), "
+                                      "e.g. main; default: any")
+    parser.add_argument("--since", type=_when, help="only runs started on or after this "
+                                                    "date (ISO, UTC unless it says)")
+
+
+def register(actions: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """Add ``suggest``, ``replay`` and ``propose`` to the ``rtlab thresholds``
+    sub-commands."""
+    command = actions.add_parser(
+        "suggest", help="propose limits from the results store and write them into the "
+                        "thresholds file (comments and layout kept)",
+        description="Per case of the board (and flavour), the --quantile of the worst "
+                    "CPU's figure over the measured runs × --margin, rounded up, written "
+                    "where it serves most cases; prints a markdown table for the merge "
+                    "request. See rtlab/tuning/suggest.py for the method.")
+    command.add_argument("--board", required=True, help="a board tag, e.g. imx6q")
+    command.add_argument("--flavour", help="only this flavour (default: all of the board's)")
+    _common(command, "from")
+    command.add_argument("--suite", default=str(REPO_ROOT / "suite.yaml"),
+                         help="suite file: the cases there are (default: the repository's)")
+    _method_options(command)
     command.add_argument("--dry-run", action="store_true",
                          help="print the table, leave the file as it is")
     command.set_defaults(func=_suggest)
@@ -155,3 +221,40 @@ def register(actions: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
     command.add_argument("--fail-on-new-failures", action="store_true",
                          help="exit 1 when a case that passed when it ran would fail now")
     command.set_defaults(func=_replay)
+
+    command = actions.add_parser(
+        "propose", help="suggest every board's limits and propose them as a merge request "
+                        "(the tuning branch pushed, the merge request opened or updated)",
+        description="Tune every board of the thresholds file as it is at --base (HEAD) from "
+                    "the results store, as `suggest` does; when that changes the file, "
+                    "commit it on --branch on top of --base, push it and open a merge "
+                    "request on GitLab (or update the open one) whose description is the "
+                    "suggestion's table and the replay's summary (how many stored runs the "
+                    "file fails now and as proposed). Nothing to change: nothing opened. "
+                    f"The token is ${TOKEN_VARIABLE}, from the environment only. See "
+                    "rtlab/tuning/publish.py.")
+    _common(command, "from")
+    command.add_argument("--board", action="append",
+                         help="only this board (repeatable; default: every board of the "
+                              "file)")
+    _method_options(command)
+    command.add_argument("--base", default="HEAD",
+                         help="the commit the tuning branch starts from and whose "
+                              "thresholds file is tuned (default HEAD: in a scheduled "
+                              "pipeline, the default branch's commit)")
+    command.add_argument("--url", help="GitLab URL (default: $CI_SERVER_URL)")
+    command.add_argument("--project", help="project id or path (default: $CI_PROJECT_ID)")
+    command.add_argument("--branch", default=DEFAULT_BRANCH,
+                         help=f"the tuning branch (default {DEFAULT_BRANCH}); the lab "
+                              "rewrites it while it has only the lab's commits")
+    command.add_argument("--target", help="the merge request's target branch (default: "
+                                          "$CI_DEFAULT_BRANCH, else the project's default "
+                                          "branch)")
+    command.add_argument("--label", action="append",
+                         help="labels of the merge request, comma-separated "
+                              f"(repeatable; default: {', '.join(DEFAULT_LABELS)})")
+    command.add_argument("--out", help="also write the description (proposal.md) and the "
+                                       "proposed file into this folder (job artifacts)")
+    command.add_argument("--dry-run", action="store_true",
+                         help="print what would be proposed; no token, nothing pushed")
+    command.set_defaults(func=_propose)

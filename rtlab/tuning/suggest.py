@@ -314,13 +314,18 @@ def suggest(session: Session, thresholds_path: Path, *, board: str,
             flavour: str | None = None, suite: Suite | None = None,
             ref: str | None = None, since: datetime.datetime | None = None,
             last: int | None = None, method: Method | None = None,
-            today: datetime.date | None = None, write: bool = True) -> Suggestion:
+            today: datetime.date | None = None, write: bool = True,
+            display: str | None = None) -> Suggestion:
     """Suggest limits for ``board`` (one flavour, or all it has) from the store's history,
-    and with ``write`` edit ``thresholds_path`` to them (see the module docstring)."""
+    and with ``write`` edit ``thresholds_path`` to them (see the module docstring).
+    ``display`` is the name the table cites the file by (a copy's name means nothing to a
+    reviewer; default: its path in the repository)."""
     method = method or Method()
     suite = suite or load_suite()
     today = today or datetime.datetime.now(datetime.UTC).date()
     thresholds = load_thresholds(thresholds_path, suite)
+    if display is not None:
+        thresholds = attr.evolve(thresholds, display=display)
     flavours = list(thresholds.flavours(board))
     if flavour is not None:
         if flavour not in flavours:

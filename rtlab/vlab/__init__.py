@@ -9,5 +9,6 @@ coordinator and exporter, so that the same env files, strategy and tests run unc
 - :mod:`.server`   ``rtlab vlab serve``: the HTTP PDU and SD muxes, coordinator, exporter
 - :mod:`.control`  start, stop, status, faults from outside
 - :mod:`.demo`     ``rtlab demo``: every board × flavour, one table of verdicts
+- :mod:`.gitlab`   a stand-in GitLab (merge requests, a repository over Git's HTTP)
 - :mod:`.cli`      ``rtlab vlab …`` and ``rtlab demo``
 """

@@ -28,7 +28,8 @@ KEYWORDS = {"workflow", "stages", "variables", "default", "include", "image", "s
             "cache", "before_script", "after_script"}
 # the tools a job may call besides rtlab: linters of the check stage
 TOOLS = {"ruff", "check-jsonschema", "hadolint"}
-SECRETS = ("RTLAB_GITLAB_TOKEN", "PGPASSWORD", "RTLAB_RESULTS_DB", "CI_JOB_TOKEN")
+SECRETS = ("RTLAB_GITLAB_TOKEN", "PGPASSWORD", "RTLAB_RESULTS_DB", "CI_JOB_TOKEN",
+           "RTLAB_TUNE_TOKEN")
 
 
 def _merge(base: dict, over: dict) -> dict:
@@ -91,7 +92,7 @@ def test_the_schema_check_catches_a_broken_pipeline(tmp_path):
 
 
 def test_stages_in_order(pipeline, jobs):
-    assert pipeline["stages"] == ["check", "build", "image", "test", "report"]
+    assert pipeline["stages"] == ["check", "build", "image", "test", "report", "tune"]
     assert {job["stage"] for job in jobs.values()} == set(pipeline["stages"])
 
 
@@ -242,10 +243,47 @@ def test_lab_settings_are_documented_variables(pipeline):
                  "RTLAB_RESERVE_TIMEOUT", "RTLAB_CI_IMAGE"):
         assert variables[name]["description"], name
     text = PIPELINE.read_text()
-    for secret in ("RTLAB_RESULTS_DB", "PGPASSWORD", "RTLAB_GITLAB_TOKEN"):
+    for secret in ("RTLAB_RESULTS_DB", "PGPASSWORD", "RTLAB_GITLAB_TOKEN", "RTLAB_TUNE_TOKEN"):
         # documented in the header, for the lab's masked project variables
         assert re.search(rf"^#\s+{secret}\s", text, re.MULTILINE), secret
         assert secret not in variables, f"{secret} must not get a value in the file"
+
+
+def test_tune_runs_on_the_default_branchs_schedules_or_by_hand_only(jobs):
+    [tune] = jobs_of(jobs, "tune").values()
+    default = "$CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH"
+    assert tune["rules"] == [
+        {"if": f'$CI_PIPELINE_SOURCE == "schedule" && {default}', "when": "always"},
+        {"if": f'$CI_PIPELINE_SOURCE == "web" && {default}', "when": "manual",
+         "allow_failure": True}]
+    # after the report stored this pipeline's runs, when there is one
+    assert tune["needs"] == [{"job": "report", "artifacts": False, "optional": True}]
+    # one tuning run at a time; the token is a variable of this environment alone
+    assert tune["resource_group"] and tune["environment"]["name"] == "thresholds-tuning"
+    assert tune["environment"]["action"] == "prepare"
+    assert tune["interruptible"] is False
+    pull, propose = (shlex.split(line) for line in tune["script"])
+    assert pull == ["rtlab", "results", "pull", "--ingest", "-n", "$RTLAB_PULL_PIPELINES"]
+    assert propose[:3] == ["rtlab", "thresholds", "propose"]
+    options = dict(zip(propose[3::2], propose[4::2], strict=True))
+    assert options == {"--ref": "$CI_DEFAULT_BRANCH", "--min-runs": "$RTLAB_TUNE_MIN_RUNS",
+                       "--branch": "$RTLAB_TUNE_BRANCH", "--label": "$RTLAB_TUNE_LABELS",
+                       "--out": "out/tune"}
+    assert tune["artifacts"]["paths"] == ["out/tune/"]
+    assert tune["artifacts"]["when"] == "always"
+
+
+def test_a_merge_request_that_changes_the_gate_replays_it(jobs):
+    [replay] = [job for job in jobs_of(jobs, "check").values()
+                if any("thresholds replay" in line for line in script_lines(job))]
+    assert replay["rules"] == [{"if": '$CI_PIPELINE_SOURCE == "merge_request_event"',
+                                "changes": ["thresholds.yaml"]}]
+    assert replay["needs"] == []
+    assert shlex.split(replay["script"][-1]) == [
+        "rtlab", "thresholds", "replay", "--ref", "$CI_DEFAULT_BRANCH",
+        "--fail-on-new-failures"]
+    # new failures (exit 1) warn the reviewer; an error (exit 2) fails the job
+    assert replay["allow_failure"] == {"exit_codes": [1]}
 
 
 def test_secrets_are_never_on_a_command_line_nor_echoed(jobs):

@@ -287,3 +287,13 @@ def test_pull_needs_a_token_a_project_and_a_server(gitlab_server, monkeypatch, t
     with pytest.raises(PullError, match=rf"^cannot reach GitLab at {gone}/api/v4/projects/7"):
         pull(url=gone, project="7", credentials=Credentials(TOKEN), out=tmp_path, retries=0,
              say=lambda _: None)
+
+
+def test_pull_of_no_pipelines_asks_gitlab_nothing(gitlab_server, tmp_path, capsys):
+    """A lab with RTLAB_RESULTS_DB runs the pull with -n 0: no token, no request."""
+    assert cli.main(["results", "pull", "-n", "0", "--ingest", "--url", gitlab_server.url,
+                     "--project", "7", "--out", str(tmp_path / "pulled")]) == 0
+    assert capsys.readouterr().out == (
+        "-n 0: no pipelines to pull; the store's history is used as it is\n")
+    assert gitlab_server.requests == []
+    assert not (tmp_path / "pulled").exists()
