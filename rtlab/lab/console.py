@@ -11,6 +11,8 @@ from labgrid.step import Step, StepEvent, steps
 
 KEEP_BYTES = 256 * 1024
 PANIC = re.compile(rb"Kernel panic - not syncing:[^\r\n]*")
+# for a console's expect: the panic's whole line, so that its cause is in the match
+PANIC_UNTIL_EOL = re.compile(rb"Kernel panic - not syncing:[^\r\n]*[\r\n]")
 LINE_LIMIT = 160
 
 

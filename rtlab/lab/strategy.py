@@ -13,6 +13,7 @@ log and the result record.
 import enum
 import logging
 import os
+import re
 import subprocess
 import threading
 import time
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import attr
+import pexpect
 import requests
 import serial
 from labgrid.driver.powerdriver import NetworkPowerDriver
@@ -31,7 +33,7 @@ from labgrid.step import step
 from labgrid.strategy.common import Strategy, StrategyError, never_retry
 from labgrid.util.helper import processwrapper
 
-from rtlab.lab.console import ConsoleTap, describe, panic_line
+from rtlab.lab.console import PANIC_UNTIL_EOL, ConsoleTap, describe, panic_line
 from rtlab.lab.flashverify import verify_card
 from rtlab.util.errors import (
     BoardCrashed,
@@ -47,6 +49,10 @@ PDU_RETRY_DELAY_S = 1.0
 # a console adapter that dropped (a USB re-enumeration, a ser2net restart) is back within
 # seconds: an immediate retry would only find it gone again
 BOOT_RETRY_DELAY_S = 5.0
+# a switched-off board's console is quiet: what is still to read came before the switch-off
+DRAIN_QUIET_S = 0.3
+DRAIN_LIMIT_S = 5.0
+ANYTHING = re.compile(rb"[\s\S]+")
 # names the SD card image when the environment file has no `images:` entry for it
 IMAGE_VARIABLE = "LG_IMAGE"
 
@@ -146,6 +152,9 @@ class RTLabStrategy(Strategy):
         flash_attempts: writes (each followed by a read-back) before flashing fails
         boot_attempts: power cycles before booting fails
         pdu_timeout: seconds a PDU may take to answer a request
+        silence_timeout: seconds after power-on within which the board must print
+            something; a board that stays silent longer ends its boot attempt at once
+            (a panic does as soon as it is printed), not after the login timeout
     """
 
     bindings = {
@@ -161,6 +170,7 @@ class RTLabStrategy(Strategy):
     boot_attempts: int = attr.ib(default=3, validator=attr.validators.instance_of(int))
     pdu_timeout: float = attr.ib(default=30.0, converter=float)
     pdu_attempts: int = attr.ib(default=3, validator=attr.validators.instance_of(int))
+    silence_timeout: float = attr.ib(default=30.0, converter=float)
     status: Status = attr.ib(default=Status.unknown)
 
     def __attrs_post_init__(self) -> None:
@@ -519,20 +529,63 @@ class RTLabStrategy(Strategy):
             return
         raise BootError(f"{cause} (boot attempt {self.boot_attempts} of {self.boot_attempts})")
 
+    def _drain_console(self) -> None:
+        """Read away what the board printed before it was switched off (the end of a
+        panic, a prompt) so that the watch of the next boot judges only that boot."""
+        deadline = time.monotonic() + DRAIN_LIMIT_S
+        while time.monotonic() < deadline:
+            index, _, _, _ = self.console.expect([ANYTHING, pexpect.TIMEOUT],
+                                                 timeout=DRAIN_QUIET_S)
+            if index == 1:
+                return
+
+    def _watch_boot(self, mark: int) -> None:
+        """Follow the console from power-on to the login prompt, and end the attempt as
+        soon as the kernel panics or once the board has printed nothing for
+        ``silence_timeout`` s: each of those would otherwise hold the board for the whole
+        login timeout (minutes on a physical rack, per attempt). No prompt within the
+        login timeout ends it too. What the watch reads includes the prompt; the
+        ShellDriver gets a fresh one by sending a newline after its
+        ``await_login_timeout`` of quiet, and logs in."""
+        login_timeout = float(self.shell.login_timeout)
+        started = time.monotonic()
+        patterns = [self.shell.login_prompt, PANIC_UNTIL_EOL, pexpect.TIMEOUT]
+        while (elapsed := time.monotonic() - started) < login_timeout:
+            index, _, _, after = self.console.expect(
+                patterns, timeout=min(1.0, login_timeout - elapsed))
+            if index == 0:
+                return
+            data = self.tap().since(mark)
+            if index == 1:
+                raise BootError(f"kernel panic during boot: {panic_line(after)}")
+            if not data.strip() and time.monotonic() - started >= self.silence_timeout:
+                raise BootError(f"board silent after power-on: no console output in "
+                                f"{self.silence_timeout:g} s")
+        data = self.tap().since(mark)
+        if not data.strip():
+            raise BootError(f"board silent after power-on: no console output in "
+                            f"{self.shell.login_timeout} s")
+        raise BootError(f"no login prompt after {self.shell.login_timeout} s "
+                        f"({describe(data)})")
+
     def _boot_once(self) -> None:
         self._pdu("off", self.power.off)
         try:
             self.target.activate(self.console)
         except Exception as error:
             raise ConsoleLost(f"serial console unavailable: {one_line(error)}") from error
+        self._drain_console()
         mark = self.tap().mark()
         with timed("power on"):
             self._pdu("on", self.power.on)
         self.boots += 1
         try:
             with timed("boot to shell"):
+                self._watch_boot(mark)
                 # ShellDriver waits for the login prompt (login_timeout) and logs in
                 self.target.activate(self.shell)
+        except InfrastructureError:
+            raise
         except Exception as error:
             data = self.tap().since(mark)
             timeout = getattr(self.shell, "login_timeout", None)

@@ -1,18 +1,13 @@
 """A virtual board through the whole path, via the coordinator and exporter: flash with
 bmaptool through the SD mux, power on through the PDU, log in on the serial console, run
-cyclictest under load, and judge it; and a board that cannot boot. (A person's
-labgrid-client session is test_manual_session's.)"""
+cyclictest under load, and judge it. (Boards that cannot boot are faults/test_fault_boot*'s;
+a person's labgrid-client session is test_manual_session's.)"""
 
 import json
-import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
-
-import pytest
-from ruamel.yaml import YAML
-from sdcard import copy_image, replace_boot_file
 
 from rtlab.store import open_store
 from rtlab.store.query import history
@@ -83,67 +78,3 @@ def test_latency_suite_passes_on_the_virtual_rt_imx6q(vlab, image, tmp_path):
         store.close()
     assert stored.run_key == record["run_id"] and stored.verdict == "pass"
     assert stored.worst("max_us") == max(c["max_us"] for c in record["cpus"])
-
-
-def broken_copy(sd_image: Path, dest: Path) -> Path:
-    """The image with its kernel overwritten by garbage: it boots nothing, like a board
-    with a bad kernel build."""
-    broken = copy_image(sd_image, dest)
-    replace_boot_file(broken, "zImage", os.urandom(256 * 1024))
-    return broken
-
-
-def short_boot_env(tmp_path: Path) -> Path:
-    """env/virtual.yaml with a short login timeout and two boot attempts, so the test
-    waits less for a board that will never boot."""
-    yaml = YAML(typ="rt")
-    data = yaml.load((REPO_ROOT / "env" / "virtual.yaml").read_text())
-    data["targets"]["main"]["drivers"]["ShellDriver"]["login_timeout"] = 30
-    data["targets"]["main"]["drivers"]["RTLabStrategy"]["boot_attempts"] = 2
-    env = tmp_path / "virtual-short.yaml"
-    with env.open("w") as out:
-        yaml.dump(data, out)
-    return env
-
-
-@pytest.fixture(scope="module")
-def broken_board_run(vlab, image, tmp_path_factory):
-    """One run of the suite on an image that cannot boot, shared by the tests below."""
-    tmp_path = tmp_path_factory.mktemp("broken")
-    broken = broken_copy(image("imx6q", "rt"), tmp_path / "broken")
-    proc = run_rtlab("run", "--place", "imx6q-01", "--image", str(broken),
-                     "--env", str(short_boot_env(tmp_path)), "--out", str(tmp_path / "out"),
-                     "--duration", "3", *ONE_CASE)
-    return proc, tmp_path / "out"
-
-
-def test_board_that_cannot_boot_is_an_error(broken_board_run):
-    proc, out = broken_board_run
-    assert proc.returncode != 0
-
-    case = only_case(out / "junit-imx6q-01.xml")
-    assert case.find("failure") is None, "an infrastructure fault must never be a fail"
-    error = case.find("error")
-    assert error is not None
-    # the rack's bootloader printed, the kernel never did: each of the strategy's boot
-    # attempts (a power cycle each) waited for the login prompt
-    assert "no login prompt after 30 s (last console line: 'rtlab-vboot:" in error.get(
-        "message", "")
-    assert "(boot attempt 2 of 2)" in error.get("message", "")
-
-    [record_file] = (out / "results").glob("*.json")
-    record = json.loads(record_file.read_text())
-    assert record["verdict"] == "error"
-    assert record["message"].startswith("no login prompt after 30 s")
-    assert [a["ok"] for a in record["infrastructure"]["attempts"]
-            if a["step"] == "boot"] == [False, False]
-    # what was to run is known although the board never answered
-    assert record["name"] == "qemu-imx6q/rt/cpu100/1000us"
-    assert record["place"] == "imx6q-01"
-    assert record["loads"] == {"cpu": {"percent": 100, "min_busy_fraction": 0.3}}
-
-
-def test_boot_failure_carries_the_console_log(broken_board_run):
-    _, out = broken_board_run
-    system_out = only_case(out / "junit-imx6q-01.xml").findtext("system-out") or ""
-    assert "console log" in system_out and "rtlab-vboot: imx6q power on" in system_out

@@ -44,7 +44,7 @@ class FaultRun:
 
 
 def fault_env(tmp_path: Path, login_timeout: int, boot_attempts: int,
-              pdu_timeout: float) -> Path:
+              pdu_timeout: float, silence_timeout: float) -> Path:
     """env/virtual.yaml with short timeouts, so a fault that can never clear costs
     little time."""
     yaml = YAML(typ="rt")
@@ -53,6 +53,7 @@ def fault_env(tmp_path: Path, login_timeout: int, boot_attempts: int,
     drivers["ShellDriver"]["login_timeout"] = login_timeout
     drivers["RTLabStrategy"]["boot_attempts"] = boot_attempts
     drivers["RTLabStrategy"]["pdu_timeout"] = pdu_timeout
+    drivers["RTLabStrategy"]["silence_timeout"] = silence_timeout
     env = tmp_path / "virtual-faults.yaml"
     with env.open("w") as out:
         yaml.dump(data, out)
@@ -75,7 +76,7 @@ def run_with_faults(vlab: VlabConfig, image, tmp_path, monkeypatch):
     # with two CPUs at 0 samples, a latency fail in a test that expects a pass
     def run(faults: list[tuple[str, dict]], *, scenarios: str = "idle", duration: int = 10,
             login_timeout: int = 90, boot_attempts: int = 2,
-            pdu_timeout: float = 5.0) -> FaultRun:
+            pdu_timeout: float = 5.0, silence_timeout: float = 15.0) -> FaultRun:
         for kind, params in faults:
             control.inject_fault(vlab, PLACE, kind, **params)
         runs.append(None)
@@ -84,7 +85,8 @@ def run_with_faults(vlab: VlabConfig, image, tmp_path, monkeypatch):
         proc = subprocess.run(
             [sys.executable, "-m", "rtlab.cli", "run", "--place", PLACE,
              "--image", str(image("imx6q", "rt")),
-             "--env", str(fault_env(tmp_path, login_timeout, boot_attempts, pdu_timeout)),
+             "--env", str(fault_env(tmp_path, login_timeout, boot_attempts, pdu_timeout,
+                                        silence_timeout)),
              "--out", str(out), "--duration", str(duration), "--scenarios", scenarios,
              "--intervals", "1000", "--rt-tests", "none"],
             capture_output=True, text=True, cwd=REPO_ROOT, timeout=1200, check=False,
