@@ -68,8 +68,12 @@ GUEST_PROGRAMS: dict[str, tuple[str, ...] | None] = {
     "stress-ng": ("/usr/bin/stress-ng",),
     # the network load's ping flood: busybox ping has no -f
     "iputils-ping": ("/bin/ping",),
-    # XMODEM receiver for labgrid's ShellDriver.put_bytes (busybox-static has no rx)
-    "lrzsz": ("/usr/bin/rz",),
+    # XMODEM receiver and sender for labgrid's ShellDriver.put_bytes and get_bytes
+    # (busybox-static has neither): the window script goes up, a breach's trace comes back
+    "lrzsz": ("/usr/bin/rz", "/usr/bin/sz"),
+    # the kernel's own latency tracer front end (timerlat, osnoise) for people at a manual
+    # session; rtlab's trace on breach reads tracefs itself (docs/tracing.md)
+    "rtla": ("/usr/bin/rtla",),
     # the measuring rt-tests start under SCHED_FIFO (rtlab.measure.cyclictest.fifo_from_start);
     # busybox-static has no chrt
     "util-linux": ("/usr/bin/chrt",),
