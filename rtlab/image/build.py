@@ -68,9 +68,9 @@ GUEST_PROGRAMS: dict[str, tuple[str, ...] | None] = {
     "stress-ng": ("/usr/bin/stress-ng",),
     # the network load's ping flood: busybox ping has no -f
     "iputils-ping": ("/bin/ping",),
-    # XMODEM receiver and sender for labgrid's ShellDriver.put_bytes and get_bytes
-    # (busybox-static has neither): the window script goes up, a breach's trace comes back
-    "lrzsz": ("/usr/bin/rz", "/usr/bin/sz"),
+    # XMODEM receiver for labgrid's ShellDriver.put_bytes (busybox-static has no rx); a
+    # breach's trace comes back as base64 text instead (rtlab.measure.trace.collect)
+    "lrzsz": ("/usr/bin/rz",),
     # the kernel's own latency tracer front end (timerlat, osnoise) for people at a manual
     # session; rtlab's trace on breach reads tracefs itself (docs/tracing.md)
     "rtla": ("/usr/bin/rtla",),
