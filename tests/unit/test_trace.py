@@ -206,7 +206,8 @@ def test_collect_halves_the_lines_until_the_trace_fits_and_checks_what_came_back
     assert collected.lines == gzip.decompress(data).count(b"\n")
     # bytes other than the board's (a character lost on the console) are refused
     with pytest.raises(TraceError, match="other bytes than the board's"):
-        trace.collect(FakeBoard(data, sent=data[:-1] + bytes([data[-1] ^ 1])), TraceSettings())
+        damaged = data[:-1] + bytes([data[-1] ^ 1])
+        trace.collect(FakeBoard(data, sent=damaged), TraceSettings())
     with pytest.raises(TraceError, match="garbled on its way back"):
         board = FakeBoard(data)
         board.sent = b""
