@@ -16,7 +16,7 @@ from rtlab.report.cli import register
 from rtlab.report.data import CpuHistogram, collect, compare_histograms, series_name
 from rtlab.report.selection import Selection
 from rtlab.store import ingest_folder, open_store
-from rtlab.store.query import case_figures, history, latest
+from rtlab.store.query import case_figures, history, last_measured, latest
 from rtlab.verdict.record import SCHEMA, record_file_name
 from rtlab.verdict.thresholds import load_thresholds
 
@@ -426,3 +426,25 @@ def test_a_long_run_is_compared_at_the_higher_decades_too():
     assert result.quantile in (0.999, 0.9999)
     short = compare_histograms(_long_histogram(rng, 20_000, 20), baseline, 0.999)
     assert [q for q, _, _ in short.compared] == [0.999] and short.quantile == 0.999
+
+
+def test_the_last_measured_run_of_a_series_tells_a_rerun_to_trace(store):
+    """A re-run of a series whose last stored run failed keeps its trace (tests/target's
+    trace_choice): the newest pass or fail of the series on the branch, errors skipped."""
+    with store.session() as session:
+        on_branch = last_measured(session, board="imx6q", flavour="rt", scenario="cpu100",
+                                  interval_us=100, ref="feature/irq-rework")
+        on_main = last_measured(session, board="imx6q", flavour="rt", scenario="cpu100",
+                                interval_us=100, ref="main")
+        # pipeline 104's idle case was an error: the last measured one is 106's pass
+        idle = last_measured(session, board="imx6q", flavour="rt", scenario="idle",
+                             interval_us=1000, ref="main")
+        hackbench = last_measured(session, board="imx6q", flavour="rt", scenario="hackbench",
+                                  interval_us=1000, ref="feature/irq-rework")
+        unknown = last_measured(session, board="imx6q", flavour="rt", scenario="memory",
+                                interval_us=100, ref=None)
+    assert (on_branch.verdict, on_branch.pipeline_id) == ("fail", MR_PIPELINE)
+    assert (on_main.verdict, on_main.pipeline_id) == ("pass", "106")
+    assert (idle.verdict, idle.pipeline_id) == ("pass", "106")
+    # the merge request's hackbench case was an error: no measured run on its branch
+    assert hackbench is None and unknown is None
