@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from rtlab.measure.trace import TRACE_CHOICES
+from rtlab.measure.trace import TRACE_CHOICES, TRACERS
 from rtlab.pytestplugin.record import (
     CaseRecord,
     artifact_path,
@@ -69,6 +69,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "(rtlab.measure.trace): auto (default) where thresholds.yaml sets "
                          "trace: true or the series' last stored run (--rt-baseline, else "
                          "$RTLAB_RESULTS_DB) failed; always; never")
+    group.addoption("--rt-trace-tracer", default="nop", choices=TRACERS,
+                    help="the kernel tracer beside the events: nop (the events alone) or "
+                         "function (every kernel function, at a cost)")
     group.addoption("--rt-board", default=None,
                     help="board name for thresholds (default: the place's 'board' tag)")
     group.addoption("--rt-flavour", default=None,

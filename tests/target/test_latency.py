@@ -86,7 +86,8 @@ def measurement(request, begin_case, board_name, flavour, thresholds, record, su
                 _program_ran(window)
                 per_window.append({"cpu_utilisation": window.load_facts["cpu_utilisation"],
                                    "loadavg": window.loadavg})
-                return adaptive.add(read_result())
+                return adaptive.add(read_result(),
+                                    broke=tracing is not None and _broke(window.output))
 
             run = run_windows(shell, window_s=window_s, cap_s=duration_s,
                               after_window=after_window, **window_args)
@@ -100,7 +101,8 @@ def measurement(request, begin_case, board_name, flavour, thresholds, record, su
             window = run_window(shell, duration_s=duration_s, **window_args)
             _program_ran(window)
             outputs = [window.output]
-            judged = judge_latency(read_result(), limits, policy, duration_s, interval_us)
+            judged = judge_latency(read_result(), limits, policy, duration_s, interval_us,
+                                   broke=tracing is not None and _broke(window.output))
     except ProgramFailed as error:
         raise InfrastructureError(str(error)) from error
     if tracing is not None:
@@ -137,13 +139,22 @@ def _arm_trace(request, shell, record, limits, scenario: str,
     if "max_us" not in limits:
         facts.update(available=False, reason="the case has no max_us to break at")
         return None
-    settings = trace.TraceSettings()
+    settings = trace.TraceSettings(tracer=request.config.option.rt_trace_tracer)
     facts.update(tracer=settings.tracer, events=list(settings.events),
                  buffer_kb=settings.buffer_kb,
                  breaktrace_us=trace.breaktrace_us(limits["max_us"].value))
     support = trace.prepare(shell, settings)
     facts.update(support.facts())
     return settings if support.available else None
+
+
+def _broke(output: str) -> bool:
+    """Whether cyclictest ended its run at a breach (it printed where it broke); output
+    that garbles the break lines counts as no break, and the trace says so."""
+    try:
+        return trace.parse_break(output) is not None
+    except trace.TraceError:
+        return False
 
 
 def _bring_trace_back(request, shell, record, settings: trace.TraceSettings,

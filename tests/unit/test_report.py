@@ -5,6 +5,8 @@ import argparse
 import datetime
 import json
 import re
+import shutil
+from html import escape
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +17,7 @@ from rtlab.report.build import write_report
 from rtlab.report.cli import register
 from rtlab.report.data import CpuHistogram, collect, compare_histograms, series_name
 from rtlab.report.selection import Selection
+from rtlab.report.summary import md
 from rtlab.store import ingest_folder, open_store
 from rtlab.store.query import case_figures, history, last_measured, latest
 from rtlab.verdict.record import SCHEMA, record_file_name
@@ -448,3 +451,87 @@ def test_the_last_measured_run_of_a_series_tells_a_rerun_to_trace(store):
     assert (idle.verdict, idle.pipeline_id) == ("pass", "106")
     # the merge request's hackbench case was an error: no measured run on its branch
     assert hackbench is None and unknown is None
+
+
+TRACED = Path(__file__).resolve().parents[1] / "data" / "trace" / "record"
+
+
+def traced_report(tmp_path: Path, *, ci: dict | None = None,
+                  keep_file: bool = True) -> tuple[dict, str, str]:
+    """The report of the virtual board's failing case that kept its trace (a record and
+    trace recorded by tests/integration/test_trace_on_breach.py), the trace named as a
+    job in ``tmp_path`` names it."""
+    folder = tmp_path / "results"
+    shutil.copytree(TRACED, folder)
+    [path] = folder.glob("*.json")
+    record = json.loads(path.read_text())
+    record["trace"]["path"] = f"results/{record['trace']['file']}"
+    record["ci"] = ci or {}
+    path.write_text(json.dumps(record))
+    if not keep_file:
+        (folder / record["trace"]["file"]).unlink()
+    store = open_store(f"sqlite:///{tmp_path / 'results.db'}")
+    try:
+        ingest_folder(store, folder)
+        written = write_report(store, tmp_path / "report", Selection())
+    finally:
+        store.close()
+    page = written.html.read_text()
+    failing = page.split("<h2>Failing cases</h2>", 1)[1].split("<h2>", 1)[0]
+    return record, failing, written.summary.read_text()
+
+
+def test_a_failing_case_shows_its_breach_and_excerpt_and_links_its_trace(tmp_path,
+                                                                         monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    record, failing, summary = traced_report(tmp_path)
+    breach = record["trace"]["breach"]
+    assert record["verdict"] == "fail" and breach["cpu"] is not None
+    assert escape(breach["summary"]) in failing
+    assert f"on CPU{breach['cpu']}" in breach["summary"]
+    # the excerpt, line by line, ending with cyclictest's mark on that CPU
+    for line in breach["excerpt"]:
+        assert escape(line) in failing
+    assert "hit latency threshold" in breach["excerpt"][-1]
+    assert f"[{breach['cpu']:03d}]" in breach["excerpt"][-1]
+    # the whole trace, beside the results, linked from the report's folder
+    assert f'<a href="../results/{record["trace"]["file"]}">the whole trace</a>' in failing
+    assert f"{record['trace']['lines']} lines" in failing
+    # the merge request's summary names the breach and where the trace is
+    assert md(breach["summary"]) in summary
+    assert f"`results/{record['trace']['file']}`" in summary
+
+
+def test_a_trace_not_here_is_linked_as_its_jobs_artifact(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CI_PROJECT_URL", "https://gitlab.example.com/lab/rtlab")
+    record, failing, _ = traced_report(tmp_path, ci={"CI_JOB_ID": "4242"}, keep_file=False)
+    assert ('<a href="https://gitlab.example.com/lab/rtlab/-/jobs/4242/artifacts/file/'
+            f'results/{record["trace"]["file"]}">the whole trace</a>') in failing
+    # outside GitLab, and not here: the path, no link
+    monkeypatch.delenv("CI_PROJECT_URL")
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    _, failing, _ = traced_report(other, keep_file=False)
+    assert "the whole trace: <code>results/" in failing and "the whole trace</a>" not in failing
+
+
+def test_a_case_that_could_not_trace_says_why_in_the_report(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "results"
+    shutil.copytree(TRACED, folder)
+    [path] = folder.glob("*.json")
+    record = json.loads(path.read_text())
+    reason = ("no tracefs with a writable tracing_on at /sys/kernel/tracing or "
+              "/sys/kernel/debug/tracing: the kernel has no tracing (CONFIG_FTRACE) or it "
+              "is locked down")
+    record["trace"] = {"requested": True, "why": "--rt-trace always", "available": False,
+                       "reason": reason}
+    path.write_text(json.dumps(record))
+    store = open_store(f"sqlite:///{tmp_path / 'results.db'}")
+    try:
+        ingest_folder(store, folder)
+        page = write_report(store, tmp_path / "report", Selection()).html.read_text()
+    finally:
+        store.close()
+    assert f"No trace: {escape(reason)}" in page

@@ -76,5 +76,10 @@ def test_the_trace_choice_goes_to_pytest_and_a_shared_plan_passes_it_on():
         Selection(trace="sometimes")
     # each place of a shared plan runs `rtlab run` again: the choice must reach it
     args = parser().parse_args(["run", "--board", "imx6q", "--image", "i.img",
-                                      "--boards", "2", "--trace", "never"])
-    assert _run_argv(args)[-2:] == ["--trace", "never"]
+                                      "--boards", "2", "--trace", "always",
+                                      "--trace-tracer", "function"])
+    assert _run_argv(args)[-4:] == ["--trace", "always", "--trace-tracer", "function"]
+    assert Selection(trace="always", trace_tracer="function").pytest_args() == [
+        "--rt-trace", "always", "--rt-trace-tracer", "function"]
+    with pytest.raises(ValueError, match="--trace-tracer must be one of nop, function"):
+        Selection(trace_tracer="irqsoff")
