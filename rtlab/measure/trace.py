@@ -379,6 +379,9 @@ class Breach:
         if self.woken_at is not None and self.switched_in_at is not None:
             waited = (self.switched_in_at - self.woken_at) * 1e6
             text += f"; woken by {self.woken_by}, it ran {waited:.0f} µs after its wake-up"
+        elif self.woken_at is not None:
+            text += (f"; woken by {self.woken_by} while it was still on the CPU (no switch "
+                     "to it was needed)")
         if self.ran_instead:
             text += "; meanwhile on CPU{}: {}".format(
                 self.cpu, ", ".join(f"{task} {us:.0f} µs" for task, us in self.ran_instead[:3]))
@@ -420,12 +423,13 @@ def read_breach(events: Sequence[Event], broke: Break) -> Breach:
     cpu = mark.cpu
     before = events[:mark_index + 1]
     on_cpu = [e for e in before if e.cpu == cpu]
-    switch_in = next((e for e in reversed(on_cpu) if e.event == "sched_switch"
-                      and e.fields().get("next_pid") == str(broke.thread)), None)
-    limit = switch_in.ts if switch_in is not None else mark.ts
-    wakeup = next((e for e in reversed(before) if e.ts <= limit
-                   and e.event in ("sched_wakeup", "sched_waking")
+    # its last wake-up before the mark, and the switch to it after that wake-up; none
+    # when the thread was still on its CPU as its timer fired (on its way to sleep)
+    wakeup = next((e for e in reversed(before) if e.event in ("sched_wakeup", "sched_waking")
                    and e.fields().get("pid") == str(broke.thread)), None)
+    switch_in = next((e for e in reversed(on_cpu) if e.event == "sched_switch"
+                      and e.fields().get("next_pid") == str(broke.thread)
+                      and (wakeup is None or e.line_no > wakeup.line_no)), None)
     ran: dict[str, float] = {}
     irqs: list[str] = []
     if wakeup is not None and switch_in is not None:
