@@ -4,6 +4,7 @@ the breach read from traces a virtual board recorded (tests/data/trace/, see its
 import base64
 import gzip
 import hashlib
+import json
 import subprocess
 from pathlib import Path
 
@@ -214,3 +215,22 @@ def test_collect_halves_the_lines_until_the_trace_fits_and_checks_what_came_back
         board.run_check = lambda cmd, timeout=30.0: (
             FakeBoard.run_check(board, cmd) if " collect " in cmd else ["Zm9v!"])
         trace.collect(board, TraceSettings())
+
+
+def test_the_trace_of_a_case_splits_the_latency_into_the_timer_and_the_scheduler():
+    """The record and trace test_trace_on_breach.py left (hrtimer_start among the events):
+    the thread's timer was started for 26.315... s and expired 3077 µs later; the thread
+    ran 98 µs after its wake-up; the rest of the 3508 µs is the thread's own way to the
+    mark."""
+    [path] = (DATA / "record").glob("*.json")
+    record = json.loads(path.read_text())
+    data = (DATA / "record" / record["trace"]["file"]).read_bytes()
+    breach = read_collected(data, path.name, Break(record["trace"]["breach"]["thread"],
+                                                   record["trace"]["breach"]["latency_us"]))
+    assert (breach.thread, breach.cpu, breach.latency_us) == (227, 0, 3508)
+    assert breach.timer_late_us == pytest.approx(3077, abs=1)
+    assert (breach.switched_in_at - breach.woken_at) * 1e6 == pytest.approx(98, abs=1)
+    assert "its timer fired 3077 µs after it was due" in breach.summary()
+    # what the suite wrote into the record is what the reader makes of the file
+    assert breach.facts() == record["trace"]["breach"]
+    assert gzip.decompress(data).count(b"\n") == record["trace"]["lines"]
