@@ -502,17 +502,23 @@ def test_a_failing_case_shows_its_breach_and_excerpt_and_links_its_trace(tmp_pat
     assert f"`results/{record['trace']['file']}`" in summary
 
 
-def test_a_trace_not_here_is_linked_as_its_jobs_artifact(tmp_path, monkeypatch):
+@pytest.mark.parametrize("keep_file", [True, False])
+def test_in_gitlab_a_trace_is_linked_as_its_test_jobs_artifact(tmp_path, monkeypatch,
+                                                               keep_file):
+    """The report job's artifacts hold the page, not the test jobs' traces: a relative link
+    would lead nowhere there, whether or not the report job had the trace at hand."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("CI_PROJECT_URL", "https://gitlab.example.com/lab/rtlab")
-    record, failing, _ = traced_report(tmp_path, ci={"CI_JOB_ID": "4242"}, keep_file=False)
+    record, failing, _ = traced_report(tmp_path, ci={"CI_JOB_ID": "4242"},
+                                       keep_file=keep_file)
     assert ('<a href="https://gitlab.example.com/lab/rtlab/-/jobs/4242/artifacts/file/'
             f'results/{record["trace"]["file"]}">the whole trace</a>') in failing
-    # outside GitLab, and not here: the path, no link
-    monkeypatch.delenv("CI_PROJECT_URL")
-    other = tmp_path / "elsewhere"
-    other.mkdir()
-    _, failing, _ = traced_report(other, keep_file=False)
+
+
+def test_a_trace_neither_here_nor_in_gitlab_is_named_unlinked(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CI_PROJECT_URL", raising=False)
+    _, failing, _ = traced_report(tmp_path, keep_file=False)
     assert "the whole trace: <code>results/" in failing and "the whole trace</a>" not in failing
 
 
