@@ -1,6 +1,8 @@
 """Scheduling latency under every load of the suite file, measured by cyclictest on the
 board; one test case per scenario × interval."""
 
+import logging
+
 import attr
 import pytest
 from labgrid.driver.exception import ExecutionError
@@ -104,7 +106,11 @@ def measurement(request, begin_case, board_name, flavour, thresholds, record, su
             judged = judge_latency(read_result(), limits, policy, duration_s, interval_us,
                                    broke=tracing is not None and _broke(window.output))
     except ProgramFailed as error:
+        _disarm_quietly(shell, tracing)
         raise InfrastructureError(str(error)) from error
+    except BaseException:
+        _disarm_quietly(shell, tracing)
+        raise
     if tracing is not None:
         _bring_trace_back(request, shell, record, tracing, outputs)
     record.facts["load_check"] = {**window.load_facts,
@@ -146,6 +152,17 @@ def _arm_trace(request, shell, record, limits, scenario: str,
     support = trace.prepare(shell, settings)
     facts.update(support.facts())
     return settings if support.available else None
+
+
+def _disarm_quietly(shell, tracing: trace.TraceSettings | None) -> None:
+    """The tracer off after a window that failed, so that it does not run on into the next
+    case; a console that fails this too is already lost, and that error is the one told."""
+    if tracing is None:
+        return
+    try:
+        trace.disarm(shell)
+    except Exception:
+        logging.getLogger(__name__).exception("disarming the trace after a failed window")
 
 
 def _broke(output: str) -> bool:
