@@ -1,14 +1,15 @@
 """The kernel's trace around a latency breach: set up on the board before a window, stopped
 by cyclictest when a wake-up passes the case's ``max_us`` (``--breaktrace`` with
 ``--tracemark``), copied back bounded and compressed, and read into the few events that
-explain it (which thread woke late, on which CPU, what ran there instead).
+explain it (which thread woke late, on which CPU, how late its timer fired, what ran there
+instead).
 
 Why cyclictest's break and an event trace rather than ``rtla timerlat``: the breach that
 fails a case is cyclictest's own figure, so the trace must stop on it; rtla measures its
 own timer threads, needs TIMERLAT_TRACER (Debian's stock kernels lack it) and, in
 bookworm's rtla 6.1, has no automatic analysis to offer. Figures: docs/tracing.md.
 
-The board side is one uploaded script (``/tmp/rtlab-trace.sh probe|arm|collect|disarm``),
+The board side is one uploaded script (``/tmp/rtlab-trace.sh probe|arm|collect|send|disarm``),
 so that only short commands cross the console, and nothing is printed while a window runs:
 the trace goes to the kernel's ring buffer, whose size bounds what a case can bring back.
 A board whose kernel cannot trace (no tracefs, tracing locked down, the tracer missing) is
@@ -51,8 +52,8 @@ WAKEUP_TIMER = "hrtimer_wakeup"
 # (nop), or with every kernel function (function: far costlier, docs/tracing.md). The
 # latency tracers (wakeup_rt, irqsoff) and function_graph print other formats
 TRACERS = ("nop", "function")
-# the kernel's buffer per CPU: what the trace can hold before the breach, and so what a
-# case can bring back at most (text, compressed, is about a third of it)
+# the kernel's buffer per CPU: what the trace can hold before the breach (a ring: the
+# newest events), and so what a case can bring back at most
 DEFAULT_BUFFER_KB = 256
 # how much of the buffer comes back: the newest lines (the breach is at the end)
 DEFAULT_MAX_LINES = 20000
