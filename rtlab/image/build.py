@@ -68,8 +68,12 @@ GUEST_PROGRAMS: dict[str, tuple[str, ...] | None] = {
     "stress-ng": ("/usr/bin/stress-ng",),
     # the network load's ping flood: busybox ping has no -f
     "iputils-ping": ("/bin/ping",),
-    # XMODEM receiver for labgrid's ShellDriver.put_bytes (busybox-static has no rx)
+    # XMODEM receiver for labgrid's ShellDriver.put_bytes (busybox-static has no rx); a
+    # breach's trace comes back as base64 text instead (rtlab.measure.trace.collect)
     "lrzsz": ("/usr/bin/rz",),
+    # the kernel's own latency tracer front end (timerlat, osnoise) for people at a manual
+    # session; rtlab's trace on breach reads tracefs itself (docs/tracing.md)
+    "rtla": ("/usr/bin/rtla",),
     # the measuring rt-tests start under SCHED_FIFO (rtlab.measure.cyclictest.fifo_from_start);
     # busybox-static has no chrt
     "util-linux": ("/usr/bin/chrt",),

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from rtlab.lab import reservation
+from rtlab.measure.trace import TRACE_CHOICES, TRACERS
 from rtlab.util import paths
 
 
@@ -58,6 +59,7 @@ def _run(args: argparse.Namespace) -> int:
                           baseline_ref=args.baseline_ref,
                           suite=Path(args.suite).resolve() if args.suite else None,
                           thresholds=Path(args.thresholds).resolve() if args.thresholds else None,
+                          trace=args.trace or None, trace_tracer=args.trace_tracer or None,
                           sharing=sharing)
     outcome = run_suite(place=args.place, board=args.board, image=Path(args.image),
                         env_file=Path(args.env), coordinator=args.coordinator,
@@ -79,7 +81,8 @@ def _run_argv(args: argparse.Namespace) -> list[str]:
                           ("--tier", args.tier), ("--window", args.window),
                           ("--baseline-db", args.baseline_db),
                           ("--baseline-ref", args.baseline_ref),
-                          ("--suite", args.suite), ("--thresholds", args.thresholds)):
+                          ("--suite", args.suite), ("--thresholds", args.thresholds),
+                          ("--trace", args.trace), ("--trace-tracer", args.trace_tracer)):
         if value is not None:
             argv += [option, str(value)]
     return argv
@@ -180,6 +183,14 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                                     "full: every case)")
     run.add_argument("--suite", help="suite file (default: the repository's suite.yaml)")
     run.add_argument("--thresholds", help="thresholds file (default: thresholds.yaml)")
+    run.add_argument("--trace", choices=TRACE_CHOICES, default=None,
+                     help="keep the kernel's trace of a latency case that breaks its max_us: "
+                          "always, never, or auto (default): where thresholds.yaml sets "
+                          "trace: true, or the series' last stored run failed")
+    run.add_argument("--trace-tracer", choices=TRACERS, default=None,
+                     help="the kernel tracer beside the sched/irq/timer events: nop (default, "
+                          "the events alone) or function (every kernel function: the code "
+                          "path, at a cost; docs/tracing.md)")
     run.add_argument("--window", type=_window, default=None, metavar="SECONDS",
                      help="adaptive: each latency case in windows of SECONDS under one "
                           "running load, stopped when the statistics decide (a limit "

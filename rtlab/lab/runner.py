@@ -29,6 +29,7 @@ from rtlab.lab.reservation import (
     filters_for,
     reserved,
 )
+from rtlab.measure.trace import TRACE_CHOICES, TRACERS
 from rtlab.util.paths import REPO_ROOT, health_dir
 from rtlab.verdict.record import RUN_ID_VARIABLE, read_record
 
@@ -59,6 +60,11 @@ class Selection:
     baseline: str | None = None
     """The results store an adaptive case is compared with, and on which branch."""
     baseline_ref: str | None = None
+    trace: str | None = None
+    """Whether latency cases keep the kernel's trace of a breach: ``always``, ``never``,
+    or (None, ``auto``) as thresholds.yaml and the series' last stored verdict say."""
+    trace_tracer: str | None = None
+    """The kernel tracer beside the events (None: ``nop``, the events alone)."""
 
     def __attrs_post_init__(self) -> None:
         matrix = [option for option, value in (("--scenarios", self.scenarios),
@@ -72,6 +78,12 @@ class Selection:
             raise ValueError("--cases and --tier both name the cases: give one")
         if self.window_s is not None and self.window_s < 1:
             raise ValueError(f"--window must be a number of seconds, got {self.window_s}")
+        if self.trace is not None and self.trace not in TRACE_CHOICES:
+            raise ValueError(f"--trace must be one of {', '.join(TRACE_CHOICES)}, got "
+                             f"{self.trace!r}")
+        if self.trace_tracer is not None and self.trace_tracer not in TRACERS:
+            raise ValueError(f"--trace-tracer must be one of {', '.join(TRACERS)}, got "
+                             f"{self.trace_tracer!r}")
 
     def test_paths(self) -> list[str]:
         """The on-board suite's modules, in the order the cases run. An adaptive run puts
@@ -91,7 +103,9 @@ class Selection:
                               ("--rt-cases", self.cases), ("--rt-tier", self.tier),
                               ("--rt-window", self.window_s), ("--rt-baseline", self.baseline),
                               ("--rt-baseline-ref", self.baseline_ref),
-                              ("--rt-suite", self.suite), ("--rt-thresholds", self.thresholds)):
+                              ("--rt-suite", self.suite), ("--rt-thresholds", self.thresholds),
+                              ("--rt-trace", self.trace),
+                              ("--rt-trace-tracer", self.trace_tracer)):
             if value is not None:
                 args += [option, str(value) if isinstance(value, int) else os.fspath(value)]
         if self.sharing is not None:

@@ -60,9 +60,14 @@ def build_command(
     json_path: str,
     histfile_path: str | None = None,
     affinity: str | None = None,
+    breaktrace_us: int | None = None,
 ) -> list[str]:
     """The argv of one measurement: every CPU (or the CPUs of ``affinity``) at SCHED_FIFO
     ``priority``, memory locked, quiet, results to ``json_path``.
+
+    ``breaktrace_us``: stop the kernel's trace at the first wake-up later than this, with
+    a mark in it (``--breaktrace``, ``--tracemark``); cyclictest then ends the run and
+    prints ``# Break thread:``/``# Break value:`` (rtlab.measure.trace reads them).
 
     Pass ``histfile_path``: without it the histogram (400 lines and up to 400 overflow
     cycle numbers per thread by default) is printed on the console after the run, where a
@@ -91,6 +96,9 @@ def build_command(
     ]
     if histfile_path is not None:
         argv.append(f"--histfile={histfile_path}")
+    if breaktrace_us is not None:
+        require_int("breaktrace_us", breaktrace_us, 1, None)
+        argv += [f"--breaktrace={breaktrace_us}", "--tracemark"]
     return argv
 
 

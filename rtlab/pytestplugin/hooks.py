@@ -6,13 +6,20 @@ attached to every case that did not pass)."""
 import datetime
 import os
 import signal
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from rtlab.pytestplugin.record import CaseRecord, case_record, image_manifest_for
+from rtlab.measure.trace import TRACE_CHOICES, TRACERS
+from rtlab.pytestplugin.record import (
+    CaseRecord,
+    artifact_path,
+    attachment_line,
+    case_record,
+    image_manifest_for,
+)
 from rtlab.util.errors import InfrastructureError
 from rtlab.util.paths import REPO_ROOT
 from rtlab.verdict.record import write_record
@@ -57,6 +64,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="folder for the JSON result records (one per test case)")
     group.addoption("--rt-thresholds", default=str(REPO_ROOT / "thresholds.yaml"),
                     help="thresholds file")
+    group.addoption("--rt-trace", default="auto", choices=TRACE_CHOICES,
+                    help="keep the kernel's trace of a latency case that breaks its max_us "
+                         "(rtlab.measure.trace): auto (default) where thresholds.yaml sets "
+                         "trace: true or the series' last stored run (--rt-baseline, else "
+                         "$RTLAB_RESULTS_DB) failed; always; never")
+    group.addoption("--rt-trace-tracer", default="nop", choices=TRACERS,
+                    help="the kernel tracer beside the events: nop (the events alone) or "
+                         "function (every kernel function, at a cost)")
     group.addoption("--rt-board", default=None,
                     help="board name for thresholds (default: the place's 'board' tag)")
     group.addoption("--rt-flavour", default=None,
@@ -72,6 +87,20 @@ def image_manifest() -> dict[str, Any]:
 def record(request: pytest.FixtureRequest) -> CaseRecord:
     """The result record of the running test case, filled in by the fixtures."""
     return request.node.stash[RECORD_KEY]
+
+
+@pytest.fixture
+def case_artifact(request: pytest.FixtureRequest, record: CaseRecord,
+                  tmp_path: Path) -> Callable[[str], Path]:
+    """``case_artifact(suffix)``: where a file of the case goes, beside its record (in
+    --rt-results; without it, the test's temporary folder)."""
+    results = request.config.option.rt_results
+    folder = Path(results) if results else tmp_path
+
+    def path(suffix: str) -> Path:
+        folder.mkdir(parents=True, exist_ok=True)
+        return artifact_path(record, folder, suffix)
+    return path
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -106,8 +135,17 @@ def pytest_runtest_makereport(
     if report.failed:
         _attach_console_log(item, report)
     if report.when == "teardown":
+        _attach_files(record, report)
         _write(item, record, report)
     return report
+
+
+def _attach_files(record: CaseRecord, report: pytest.TestReport) -> None:
+    """Each file the case kept, as GitLab's JUnit report takes attachments (junitxml
+    writes system-out from the teardown report's sections)."""
+    lines = [attachment_line(path) for path in record.attachments if path.exists()]
+    if lines:
+        report.sections.append(("Captured stdout teardown", "\n".join(lines) + "\n"))
 
 
 def _write(item: pytest.Item, record: CaseRecord,

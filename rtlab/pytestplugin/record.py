@@ -10,6 +10,7 @@ import attr
 import pytest
 
 from rtlab.image.manifest import read_image_manifest
+from rtlab.verdict.record import record_file_name
 
 
 @attr.define
@@ -22,6 +23,8 @@ class CaseRecord:
     verdict: str = "pass"
     message: str = ""
     facts: dict[str, Any] = attr.Factory(dict)
+    attachments: list[Path] = attr.Factory(list)
+    """Files kept beside the record (a breach's trace), attached to the JUnit case."""
 
     def observe(self, report: pytest.TestReport) -> None:
         """Derive the verdict: a failing setup or teardown (flash, boot, load, parsing)
@@ -53,6 +56,28 @@ def _first_line(report: pytest.TestReport) -> str:
     if crash is not None:
         return str(crash.message).splitlines()[0] if crash.message else ""
     return str(longrepr).splitlines()[-1] if longrepr else ""
+
+
+def artifact_path(record: CaseRecord, folder: Path, suffix: str) -> Path:
+    """A file kept beside the case's record: named as the record is (by the case and its
+    start), with ``suffix`` for the ``.json``."""
+    name = record_file_name(record.as_dict())
+    return folder / (name.removesuffix(".json") + suffix)
+
+
+def job_path(path: Path) -> str:
+    """A file of the case as the job names it: relative to the folder the suite runs in
+    (a CI job's, where its artifacts are), absolute when it lies elsewhere."""
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return path.resolve().as_posix()
+
+
+def attachment_line(path: Path) -> str:
+    """How GitLab's JUnit report finds a file of a case: ``[[ATTACHMENT|path]]`` on its own
+    line of system-out, the path within the job's folder."""
+    return f"[[ATTACHMENT|{job_path(path)}]]"
 
 
 def case_record(nodeid: str) -> CaseRecord:

@@ -89,7 +89,7 @@ def write_report(store: Store, out_dir: Path, selection: Selection, *,
             stale.unlink()
     html_path, metrics_path, summary_path = (out_dir / HTML_NAME, out_dir / METRICS_NAME,
                                              out_dir / SUMMARY_NAME)
-    write_atomic(html_path, page(data, pictures))
+    write_atomic(html_path, page(data, pictures, out_dir))
     write_atomic(metrics_path, openmetrics(data))
     write_atomic(summary_path, markdown(data, report_link=report_link))
     timings["write"] = time.perf_counter() - start

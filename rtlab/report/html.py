@@ -7,11 +7,13 @@ import base64
 import math
 from collections.abc import Mapping, Sequence
 from html import escape
+from pathlib import Path
 
 import attr
 
 from rtlab.report.data import GroupKey, ReportData, Row, group_name, run_parts, series_name
 from rtlab.report.summary import longer_hint
+from rtlab.report.traces import trace_link
 from rtlab.verdict.thresholds import format_us
 
 
@@ -46,6 +48,8 @@ figure { margin: 0.8em 0 1.6em 0; }
 figure img { max-width: 100%; border: 1px solid #eee; }
 figcaption { font-size: 0.85em; color: #555; }
 .small { font-size: 0.85em; color: #555; }
+.trace pre { font-size: 0.78em; background: #f7f7f7; border: 1px solid #e3e3e3;
+             padding: 0.4em; overflow-x: auto; max-height: 24em; }
 """
 
 
@@ -146,7 +150,7 @@ def _anchor(row: Row) -> str:
     return "case-" + "".join(c if c.isalnum() else "-" for c in series_name(row.key))
 
 
-def _failing(data: ReportData) -> str:
+def _failing(data: ReportData, out_dir: Path | None = None) -> str:
     if not data.failing:
         return "<p>No case failed its limits.</p>"
     items = []
@@ -154,8 +158,33 @@ def _failing(data: ReportData) -> str:
         figures = "; ".join(str(item) for item in row.exceeded) or row.case.message
         items.append(f'<li><a href="#{escape(_anchor(row))}"><code>'
                      f"{escape(row.case.name)}</code></a>: {escape(figures)}"
-                     f'<br><span class="small">{escape(row.case.message)}</span></li>')
+                     f'<br><span class="small">{escape(row.case.message)}</span>'
+                     f"{_trace(row, out_dir)}</li>")
     return "<ul>" + "\n".join(items) + "</ul>"
+
+
+def _trace(row: Row, out_dir: Path | None) -> str:
+    """The breach as the kernel's trace tells it, its excerpt and a link to the whole
+    trace; or why the case has none, when it asked for one."""
+    trace = row.case.trace
+    if not trace or not trace.get("requested"):
+        return ""
+    breach = trace.get("breach")
+    if not trace.get("available", False):
+        return (f'<div class="trace small">No trace: {escape(str(trace.get("reason")))}'
+                "</div>")
+    if trace.get("error"):
+        return f'<div class="trace small">{escape(str(trace["error"]))}</div>'
+    if not isinstance(breach, dict):
+        return f'<div class="trace small">{escape(str(trace.get("note", "no trace kept")))}</div>'
+    link = trace_link(trace, row.case.job_id, out_dir) if out_dir is not None else None
+    size = f"{trace.get('lines')} lines, {int(trace.get('bytes') or 0) / 1024:.0f} KiB gzip"
+    whole = (f'<a href="{escape(link)}">the whole trace</a> ({escape(size)})' if link
+             else f"the whole trace: <code>{escape(str(trace.get('path') or trace.get('file')))}"
+                  f"</code> ({escape(size)}), beside the case's record")
+    excerpt = "\n".join(str(line) for line in breach.get("excerpt") or [])
+    return (f'<div class="trace"><p><strong>Trace:</strong> {escape(str(breach.get("summary")))}'
+            f"; {whole}</p><pre>{escape(excerpt)}</pre></div>")
 
 
 def _data_uri(png: bytes) -> str:
@@ -204,7 +233,9 @@ candidate would have to run.</li>
 """
 
 
-def page(data: ReportData, pictures: Mapping[GroupKey, Sequence[Picture]]) -> str:
+def page(data: ReportData, pictures: Mapping[GroupKey, Sequence[Picture]],
+         out_dir: Path | None = None) -> str:
+    """The report page; ``out_dir`` (where it is written) lets it link files it names."""
     selection = data.selection
     counts = data.counts()
     scope = []
@@ -233,7 +264,7 @@ def page(data: ReportData, pictures: Mapping[GroupKey, Sequence[Picture]]) -> st
         "<h2>Summary</h2>",
         _summary_table(data) if data.rows else "<p>No stored cases match.</p>",
         "<h2>Failing cases</h2>",
-        _failing(data),
+        _failing(data, out_dir),
         "<h2>Figures</h2>",
         _figures(data, pictures),
         "<h2>How to read this report</h2>",

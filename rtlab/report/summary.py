@@ -72,6 +72,13 @@ def markdown(data: ReportData, *, report_link: str | None = None, limit: int = M
             lines.append(f"| {_code(row.case.name)} | {_figure_vs_limit(row)} | "
                          f"{md(_run(row))} |")
         lines += _more(len(failing), limit) + [""]
+        traced = [(row, (row.case.trace or {}).get("breach")) for row in failing[:limit]]
+        for row, breach in ((row, b) for row, b in traced if isinstance(b, dict)):
+            lines.append(f"- {_code(row.case.name)}, the kernel's trace: "
+                         f"{md(str(breach.get('summary')))} (the whole trace: the job's "
+                         f"{_code(str(row.case.trace.get('path')))})")
+        if any(isinstance(b, dict) for _, b in traced):
+            lines.append("")
 
     errors = data.errors
     if errors:

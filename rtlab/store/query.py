@@ -3,6 +3,7 @@ newest last, as plain values that reports, statistics and threshold tuning work 
 
 import datetime
 from collections.abc import Sequence
+from typing import Any
 
 import attr
 import numpy as np
@@ -74,6 +75,9 @@ class CaseRow(CaseIdentity):
     tier: str | None = None
     # metric -> (value, thresholds.yaml:LINE) the case was judged by
     limits: dict[str, tuple[float, str | None]] = attr.field(factory=dict, eq=False)
+    # the record's trace on breach (rtlab.measure.trace), when the case asked for one
+    trace: dict[str, Any] | None = attr.field(default=None, eq=False)
+    job_id: str | None = None
 
     def worst(self, figure: str) -> float | None:
         """The worst CPU's figure (``max_us``, ``avg_us``, ``p99_9_us``...), None when no
@@ -142,7 +146,13 @@ def _row(case: Case, histograms: bool) -> CaseRow:
         ref_name=run.ref_name, merge_request_iid=run.merge_request_iid, tier=case.tier,
         cpus=tuple(_cpu(cpu, histograms) for cpu in case.cpus),
         limits={limit.metric: (limit.value, limit.source) for limit in case.limits},
+        trace=_trace(case.record), job_id=run.job_id,
     )
+
+
+def _trace(record: object) -> dict[str, Any] | None:
+    trace = record.get("trace") if isinstance(record, dict) else None
+    return trace if isinstance(trace, dict) else None
 
 
 def _cpu(cpu: CpuResult, histograms: bool) -> CpuRow:
@@ -287,3 +297,14 @@ def baseline_histograms(session: Session, *, board: str, flavour: str, scenario:
             found.append(Histogram.merged(Histogram(cpu.histogram, cpu.overflows or 0,
                                                     cpu.max_us) for cpu in cpus))
     return found
+
+
+def last_measured(session: Session, *, board: str, flavour: str, scenario: str,
+                  interval_us: int, ref: str | None) -> CaseRow | None:
+    """The newest measured (pass or fail) case of one series on ``ref`` (None: any): a
+    re-run of a series whose last run failed keeps its trace (rtlab.measure.trace)."""
+    for row in latest(session, boards=[board], flavours=[flavour], ref=ref,
+                      verdicts=("pass", "fail"), per_series=1):
+        if (row.scenario, row.interval_us) == (scenario, interval_us):
+            return row
+    return None

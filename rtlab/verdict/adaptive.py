@@ -37,16 +37,18 @@ class AdaptiveCase:
     def combined(self) -> CyclictestResult:
         return combine(self.results)
 
-    def add(self, result: CyclictestResult) -> str | None:
-        """A window's result: why the case stops now (None: it goes on)."""
+    def add(self, result: CyclictestResult, *, broke: bool = False) -> str | None:
+        """A window's result: why the case stops now (None: it goes on). ``broke``: the
+        window ended at a breach (cyclictest's --breaktrace), not at its end: a thread
+        that had not woken by then was not kept off its CPU, and the breach fails it."""
         self.results.append(result)
         index = len(self.results)
-        self.window_violations = [
+        self.window_violations = [] if broke else [
             f"window {index}: {no_wakeup_violation(silent, int(self.policy.window_s), self.limits)}"
             for silent in result.no_wakeup]
         combined = self.combined
         self.judged = judge_latency(combined, self.limits, self.statistics,
-                                    int(self.measured_s), self.interval_us)
+                                    int(self.measured_s), self.interval_us, broke=broke)
         if self.violations:
             return f"stopped after {_when(self.measured_s)}: a limit is exceeded"
         limit = self.limits.get("max_us")

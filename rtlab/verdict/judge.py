@@ -127,10 +127,14 @@ class LatencyJudgement:
 
 def judge_latency(result: CyclictestResult, limits: Mapping[str, Threshold],
                   policy: StatisticsPolicy, duration_s: int,
-                  interval_us: int) -> LatencyJudgement:
+                  interval_us: int, *, broke: bool = False) -> LatencyJudgement:
     """The gate of a latency case, whichever runner measured it (labgrid's tests/target
     or a LAVA job's log, rtlab.lava): thresholds, CPUs that never woke, and the tail
-    estimate where thresholds.yaml makes statistics gating."""
+    estimate where thresholds.yaml makes statistics gating.
+
+    ``broke``: cyclictest ended the run at a wake-up past max_us (--breaktrace), which
+    fails the case; a CPU whose thread had not woken by then was not kept off it for the
+    window, so it is recorded without a wake-up but is no violation of its own."""
     # the tail beyond what the window saw, beside the observed figures
     tails = {cpu.thread: cpu_tail(cpu, limits, policy, interval_us) for cpu in result.cpus}
     per_thread = [(cpu.thread, cpu_facts(cpu)) for cpu in result.cpus]
@@ -139,7 +143,8 @@ def judge_latency(result: CyclictestResult, limits: Mapping[str, Threshold],
         if tail is not None:
             facts["tail"] = tail_facts(tail)
     per_thread += [(silent.thread, no_wakeup_facts(silent)) for silent in result.no_wakeup]
-    violations = [no_wakeup_violation(silent, duration_s, limits) for silent in result.no_wakeup]
+    violations = [] if broke else [no_wakeup_violation(silent, duration_s, limits)
+                                   for silent in result.no_wakeup]
     violations += [v.message for cpu in result.cpus
                    for v in check(cpu_figures(cpu), limits, cpu.cpu)]
     # thresholds stay the gate; the tail estimate joins it only where thresholds.yaml says

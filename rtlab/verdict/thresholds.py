@@ -32,6 +32,8 @@ METRICS = ("max_us", "avg_us", "p99_9_us")
 FIGURES = {"max": "max_us", "avg": "avg_us", "p99_9": "p99_9_us"}
 REASON = "reason"
 STATISTICS = "statistics"
+# trace: true keeps the kernel's trace of a breach of max_us (rtlab.measure.trace)
+TRACE = "trace"
 # the statistics keys and their values where no level sets them: reported, not gating
 STATISTICS_DEFAULTS: Mapping[str, float | bool] = {
     "exceedance_probability": 1e-6,
@@ -107,6 +109,17 @@ class _Level:
     children: Mapping[Any, "_Level"]
     # statistics key -> (value, line)
     statistics: Mapping[str, tuple[float | bool, int]] = attr.field(factory=dict)
+    # trace: (value, line), when the level sets it
+    trace: tuple[bool, int] | None = None
+
+
+@attr.frozen
+class TracePolicy:
+    """Whether a case keeps the kernel's trace of a breach of its max_us, and the
+    ``thresholds.yaml:LINE`` that says so (None: no level sets it, so no trace)."""
+
+    enabled: bool = False
+    source: str | None = None
 
 
 @attr.frozen
@@ -144,6 +157,16 @@ class Thresholds:
             quantile=float(values["quantile"]), gating=bool(values["gating"]),
             sources=sources,
         )
+
+    def trace(self, board: str, flavour: str, scenario: str,
+              interval_us: int | None = None) -> TracePolicy:
+        """Whether the measurement keeps a trace of a breach: the nearest level that sets
+        ``trace:``; errors as :meth:`lookup`."""
+        for level in reversed(self._path(board, flavour, scenario, interval_us)):
+            if level.trace is not None:
+                value, line = level.trace
+                return TracePolicy(value, f"{self.display}:{line}")
+        return TracePolicy()
 
     def _path(self, board: str, flavour: str, scenario: str,
               interval_us: int | None) -> list[_Level]:
@@ -265,7 +288,7 @@ class _Loader:
                 if key not in (*allowed_metrics, REASON):
                     raise self.error(line_of(node, key), self.not_for_tool(key, kind, where))
         allowed = (*allowed_metrics, REASON, *([child_key] if child_key else []),
-                   *([] if kind in _TOOL_METRICS else [STATISTICS]))
+                   *([] if kind in _TOOL_METRICS else [STATISTICS, TRACE]))
         self.known_keys(node, allowed)
         metrics = {}
         for metric in allowed_metrics:
@@ -282,7 +305,13 @@ class _Loader:
         if child_key is not None:
             children = self.children(node, child_key, kind, where, line)
         statistics = self.statistics(node, where) if STATISTICS in node else {}
-        return _Level(where, line, metrics, reason, children, statistics)
+        trace = None
+        if TRACE in node:
+            if not isinstance(node[TRACE], bool):
+                raise self.error(line_of(node, TRACE), f"{where}.{TRACE} must be true or "
+                                 f"false, got {node[TRACE]!r}")
+            trace = (node[TRACE], line_of(node, TRACE))
+        return _Level(where, line, metrics, reason, children, statistics, trace)
 
     def statistics(self, node: CommentedMap,
                    where: str) -> dict[str, tuple[float | bool, int]]:
@@ -347,6 +376,9 @@ class _Loader:
         if key == "intervals":
             return (f"{where}: {tool} runs at one interval of its own, so it takes no "
                     "'intervals'; set max_us or avg_us here")
+        if key == TRACE:
+            return (f"{where}: {tool} cannot stop the kernel's trace on a breach (only "
+                    "cyclictest's --breaktrace can); trace applies to cyclictest scenarios")
         return (f"{where}: {key!r} cannot be judged for {tool} (it keeps no histogram); "
                 "only max_us, avg_us and reason")
 

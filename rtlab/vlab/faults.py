@@ -35,6 +35,8 @@ FAULT_KINDS: Mapping[str, str] = {
     "sd-corrupt": "the card holds wrong bytes after a write",
     "silent": "the board takes power but never prints anything",
     "slow-boot": "the board starts SECONDS after power-on",
+    "trace-lockdown": "the kernel boots locked down (lockdown=confidentiality, as a board "
+                      "under Secure Boot may): it offers no tracefs, so no trace is possible",
 }
 PDU_TIMEOUT_DEFAULT_S = 3600.0
 # where sd-corrupt flips bytes: inside the first block of every image (the MBR's boot code

@@ -272,6 +272,11 @@ class BoardSlot:
         if self.faults.take("boot-panic"):
             self.logger.warning("fault: boot-panic")
             params.append(BOOT_PANIC_PARAM)
+        if self.faults.take("trace-lockdown"):
+            # the kernel's own lockdown, not a stand-in: tracefs refuses to come up
+            # ("Tracing disabled due to lockdown"), as on a locked-down physical board
+            self.logger.warning("fault: trace-lockdown")
+            params.append("lockdown=confidentiality")
         panic = self.faults.at_power_on("panic")
         if panic is not None:
             self.logger.warning("fault: panic %.0f s after power-on", panic.after_s)

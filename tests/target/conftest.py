@@ -17,7 +17,7 @@ from rtlab.measure.rttests import TESTS
 from rtlab.measure.suite import Cases, load_suite
 from rtlab.measure.sysinfo import read_system_info
 from rtlab.store import URL_VARIABLE, open_store
-from rtlab.store.query import baseline_histograms
+from rtlab.store.query import baseline_histograms, last_measured
 from rtlab.util.errors import InfrastructureError
 from rtlab.verdict.adaptive import AdaptiveCase
 from rtlab.verdict.sequential import SequentialPolicy
@@ -247,6 +247,39 @@ def adaptive_case(request, board_name, flavour):
         return AdaptiveCase(policy, limits, statistics, interval_us, baseline)
 
     return make
+
+
+@pytest.fixture
+def trace_choice(request, board_name, flavour, thresholds):
+    """``trace_choice(scenario, interval_us)`` → (trace it?, why): --rt-trace always or
+    never; else thresholds.yaml's ``trace:`` where a level sets it; else on when the
+    series' last stored run (on this branch, $CI_COMMIT_REF_NAME; anywhere outside CI)
+    failed: the re-run of a failing case brings its trace back."""
+    option = request.config.option
+
+    def choose(scenario: str, interval_us: int) -> tuple[bool, str]:
+        if option.rt_trace != "auto":
+            return option.rt_trace == "always", f"--rt-trace {option.rt_trace}"
+        policy = thresholds.trace(board_name, flavour, scenario, interval_us)
+        if policy.source is not None:
+            return policy.enabled, f"trace: {str(policy.enabled).lower()} ({policy.source})"
+        url = option.rt_baseline or os.environ.get(URL_VARIABLE)
+        if url:
+            store = open_store(url)
+            try:
+                with store.session() as session:
+                    last = last_measured(session, board=board_name, flavour=flavour,
+                                         scenario=scenario, interval_us=interval_us,
+                                         ref=os.environ.get("CI_COMMIT_REF_NAME") or None)
+            finally:
+                store.close()
+            if last is not None and last.verdict == "fail":
+                return True, (f"a re-run: the series' last stored run failed ({last.run_key}, "
+                              f"{last.started:%Y-%m-%d %H:%M})")
+        return False, ("not asked for: no trace: true in thresholds.yaml, and no stored "
+                       "run of the series that failed last")
+
+    return choose
 
 
 @pytest.fixture

@@ -1,13 +1,17 @@
 """Scheduling latency under every load of the suite file, measured by cyclictest on the
 board; one test case per scenario × interval."""
 
+import logging
+
 import attr
 import pytest
+from labgrid.driver.exception import ExecutionError
 
-from rtlab.measure import cyclictest
+from rtlab.measure import cyclictest, trace
 from rtlab.measure.cyclictest import HIST_ON_BOARD, JSON_ON_BOARD
 from rtlab.measure.suite import case_name
 from rtlab.measure.window import ProgramFailed, run_window, run_windows
+from rtlab.pytestplugin.record import job_path
 from rtlab.util.errors import InfrastructureError
 from rtlab.verdict.judge import judge_latency
 
@@ -53,11 +57,12 @@ def measurement(request, begin_case, board_name, flavour, thresholds, record, su
                  for p in parts]
 
     window_s = request.config.option.rt_window
-    command = cyclictest.build_command(interval_us=interval_us,
-                                       duration_s=window_s or duration_s,
-                                       priority=suite.priority,
-                                       histogram_us=suite.histogram_us, json_path=JSON_ON_BOARD,
-                                       histfile_path=HIST_ON_BOARD, affinity=affinity)
+    tracing = _arm_trace(request, shell, record, limits, scenario.name, interval_us)
+    command = cyclictest.build_command(
+        interval_us=interval_us, duration_s=window_s or duration_s, priority=suite.priority,
+        histogram_us=suite.histogram_us, json_path=JSON_ON_BOARD, histfile_path=HIST_ON_BOARD,
+        affinity=affinity,
+        breaktrace_us=trace.breaktrace_us(limits["max_us"].value) if tracing else None)
     program = cyclictest.fifo_from_start(command, suite.priority)
     record.facts["command"] = program
     record.facts["load_cpus"] = load_cpus
@@ -83,11 +88,13 @@ def measurement(request, begin_case, board_name, flavour, thresholds, record, su
                 _program_ran(window)
                 per_window.append({"cpu_utilisation": window.load_facts["cpu_utilisation"],
                                    "loadavg": window.loadavg})
-                return adaptive.add(read_result())
+                return adaptive.add(read_result(),
+                                    broke=tracing is not None and _broke(window.output))
 
             run = run_windows(shell, window_s=window_s, cap_s=duration_s,
                               after_window=after_window, **window_args)
             window = run.windows[-1]
+            outputs = [w.output for w in run.windows]
             record.facts["adaptive"] = adaptive.facts(run.stopped, run.gaps_s, per_window)
             record.facts["duration_s"] = adaptive.measured_s
             record_property("stopped", run.stopped)
@@ -95,9 +102,17 @@ def measurement(request, begin_case, board_name, flavour, thresholds, record, su
         else:
             window = run_window(shell, duration_s=duration_s, **window_args)
             _program_ran(window)
-            judged = judge_latency(read_result(), limits, policy, duration_s, interval_us)
+            outputs = [window.output]
+            judged = judge_latency(read_result(), limits, policy, duration_s, interval_us,
+                                   broke=tracing is not None and _broke(window.output))
     except ProgramFailed as error:
+        _disarm_quietly(shell, tracing)
         raise InfrastructureError(str(error)) from error
+    except BaseException:
+        _disarm_quietly(shell, tracing)
+        raise
+    if tracing is not None:
+        _bring_trace_back(request, shell, record, tracing, outputs)
     record.facts["load_check"] = {**window.load_facts,
                                   "temperatures_mc": list(map(list, window.temperatures_mc))}
     record_property("cpu_utilisation", f"{window.utilisation:.3f}")
@@ -118,11 +133,81 @@ def measurement(request, begin_case, board_name, flavour, thresholds, record, su
     return judged
 
 
+def _arm_trace(request, shell, record, limits, scenario: str,
+               interval_us: int) -> trace.TraceSettings | None:
+    """The kernel's trace armed for a break at max_us where the case asks for it and the
+    board can; the record says whether, and why not. A board that cannot trace runs the
+    case without it: that is no error of the case."""
+    wanted, why = request.getfixturevalue("trace_choice")(scenario, interval_us)
+    facts = record.facts["trace"] = {"requested": wanted, "why": why}
+    if not wanted:
+        return None
+    if "max_us" not in limits:
+        facts.update(available=False, reason="the case has no max_us to break at")
+        return None
+    settings = trace.TraceSettings(tracer=request.config.option.rt_trace_tracer)
+    facts.update(tracer=settings.tracer, events=list(settings.events),
+                 buffer_kb=settings.buffer_kb,
+                 breaktrace_us=trace.breaktrace_us(limits["max_us"].value))
+    support = trace.prepare(shell, settings)
+    facts.update(support.facts())
+    return settings if support.available else None
+
+
+def _disarm_quietly(shell, tracing: trace.TraceSettings | None) -> None:
+    """The tracer off after a window that failed, so that it does not run on into the next
+    case; a console that fails this too is already lost, and that error is the one told."""
+    if tracing is None:
+        return
+    try:
+        trace.disarm(shell)
+    except Exception:
+        logging.getLogger(__name__).exception("disarming the trace after a failed window")
+
+
+def _broke(output: str) -> bool:
+    """Whether cyclictest ended its run at a breach (it printed where it broke); output
+    that garbles the break lines counts as no break, and the trace says so."""
+    try:
+        return trace.parse_break(output) is not None
+    except trace.TraceError:
+        return False
+
+
+def _bring_trace_back(request, shell, record, settings: trace.TraceSettings,
+                      outputs: list[str]) -> None:
+    """After the window(s): where cyclictest broke, the trace copied back beside the record
+    and read into the breach's events; the tracer disarmed for the next case. A trace that
+    cannot be brought back leaves the latency verdict as it is and says why."""
+    facts = record.facts["trace"]
+    try:
+        broke = next((b for b in map(trace.parse_break, outputs) if b is not None), None)
+        if broke is None:
+            facts["breach"] = None
+            facts["note"] = (f"no wake-up passed {facts['breaktrace_us']} µs: the kernel's "
+                             "trace was not stopped and nothing was kept")
+            return
+        collected = trace.collect(shell, settings)
+        path = request.getfixturevalue("case_artifact")(".trace.gz")
+        path.write_bytes(collected.data)
+        record.attachments.append(path)
+        facts.update(file=path.name, path=job_path(path), bytes=len(collected.data),
+                     lines=collected.lines, cut=collected.cut)
+        facts["breach"] = trace.read_collected(collected.data, path.name, broke).facts()
+    except (trace.TraceError, ExecutionError) as error:
+        facts["error"] = f"the trace could not be brought back: {error}"
+    finally:
+        trace.disarm(shell)
+
+
 def _program_ran(window) -> None:
     if window.exit_code != 0:
         raise InfrastructureError(f"cyclictest exited {window.exit_code}: {window.output}")
 
 
-def test_latency(measurement):
+def test_latency(measurement, record):
     violations = measurement.violations
-    assert not violations, "; ".join(violations)
+    breach = (record.facts.get("trace") or {}).get("breach")
+    # the first line stays the figures (the record's message); the trace follows
+    told = f"\ntrace: {breach['summary']} ({record.facts['trace']['file']})" if breach else ""
+    assert not violations, "; ".join(violations) + told

@@ -5,6 +5,8 @@ import argparse
 import datetime
 import json
 import re
+import shutil
+from html import escape
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +17,9 @@ from rtlab.report.build import write_report
 from rtlab.report.cli import register
 from rtlab.report.data import CpuHistogram, collect, compare_histograms, series_name
 from rtlab.report.selection import Selection
+from rtlab.report.summary import md
 from rtlab.store import ingest_folder, open_store
-from rtlab.store.query import case_figures, history, latest
+from rtlab.store.query import case_figures, history, last_measured, latest
 from rtlab.verdict.record import SCHEMA, record_file_name
 from rtlab.verdict.thresholds import load_thresholds
 
@@ -426,3 +429,115 @@ def test_a_long_run_is_compared_at_the_higher_decades_too():
     assert result.quantile in (0.999, 0.9999)
     short = compare_histograms(_long_histogram(rng, 20_000, 20), baseline, 0.999)
     assert [q for q, _, _ in short.compared] == [0.999] and short.quantile == 0.999
+
+
+def test_the_last_measured_run_of_a_series_tells_a_rerun_to_trace(store):
+    """A re-run of a series whose last stored run failed keeps its trace (tests/target's
+    trace_choice): the newest pass or fail of the series on the branch, errors skipped."""
+    with store.session() as session:
+        on_branch = last_measured(session, board="imx6q", flavour="rt", scenario="cpu100",
+                                  interval_us=100, ref="feature/irq-rework")
+        on_main = last_measured(session, board="imx6q", flavour="rt", scenario="cpu100",
+                                interval_us=100, ref="main")
+        # pipeline 104's idle case was an error: the last measured one is 106's pass
+        idle = last_measured(session, board="imx6q", flavour="rt", scenario="idle",
+                             interval_us=1000, ref="main")
+        hackbench = last_measured(session, board="imx6q", flavour="rt", scenario="hackbench",
+                                  interval_us=1000, ref="feature/irq-rework")
+        unknown = last_measured(session, board="imx6q", flavour="rt", scenario="memory",
+                                interval_us=100, ref=None)
+    assert (on_branch.verdict, on_branch.pipeline_id) == ("fail", MR_PIPELINE)
+    assert (on_main.verdict, on_main.pipeline_id) == ("pass", "106")
+    assert (idle.verdict, idle.pipeline_id) == ("pass", "106")
+    # the merge request's hackbench case was an error: no measured run on its branch
+    assert hackbench is None and unknown is None
+
+
+TRACED = Path(__file__).resolve().parents[1] / "data" / "trace" / "record"
+
+
+def traced_report(tmp_path: Path, *, ci: dict | None = None,
+                  keep_file: bool = True) -> tuple[dict, str, str]:
+    """The report of the virtual board's failing case that kept its trace (a record and
+    trace recorded by tests/integration/test_trace_on_breach.py), the trace named as a
+    job in ``tmp_path`` names it."""
+    folder = tmp_path / "results"
+    shutil.copytree(TRACED, folder)
+    [path] = folder.glob("*.json")
+    record = json.loads(path.read_text())
+    record["trace"]["path"] = f"results/{record['trace']['file']}"
+    record["ci"] = ci or {}
+    path.write_text(json.dumps(record))
+    if not keep_file:
+        (folder / record["trace"]["file"]).unlink()
+    store = open_store(f"sqlite:///{tmp_path / 'results.db'}")
+    try:
+        ingest_folder(store, folder)
+        written = write_report(store, tmp_path / "report", Selection())
+    finally:
+        store.close()
+    page = written.html.read_text()
+    failing = page.split("<h2>Failing cases</h2>", 1)[1].split("<h2>", 1)[0]
+    return record, failing, written.summary.read_text()
+
+
+def test_a_failing_case_shows_its_breach_and_excerpt_and_links_its_trace(tmp_path,
+                                                                         monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    record, failing, summary = traced_report(tmp_path)
+    breach = record["trace"]["breach"]
+    assert record["verdict"] == "fail" and breach["cpu"] is not None
+    assert escape(breach["summary"]) in failing
+    assert f"on CPU{breach['cpu']}" in breach["summary"]
+    # the excerpt, line by line, ending with cyclictest's mark on that CPU
+    for line in breach["excerpt"]:
+        assert escape(line) in failing
+    assert "hit latency threshold" in breach["excerpt"][-1]
+    assert f"[{breach['cpu']:03d}]" in breach["excerpt"][-1]
+    # the whole trace, beside the results, linked from the report's folder
+    assert f'<a href="../results/{record["trace"]["file"]}">the whole trace</a>' in failing
+    assert f"{record['trace']['lines']} lines" in failing
+    # the merge request's summary names the breach and where the trace is
+    assert md(breach["summary"]) in summary
+    assert f"`results/{record['trace']['file']}`" in summary
+
+
+@pytest.mark.parametrize("keep_file", [True, False])
+def test_in_gitlab_a_trace_is_linked_as_its_test_jobs_artifact(tmp_path, monkeypatch,
+                                                               keep_file):
+    """The report job's artifacts hold the page, not the test jobs' traces: a relative link
+    would lead nowhere there, whether or not the report job had the trace at hand."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CI_PROJECT_URL", "https://gitlab.example.com/lab/rtlab")
+    record, failing, _ = traced_report(tmp_path, ci={"CI_JOB_ID": "4242"},
+                                       keep_file=keep_file)
+    assert ('<a href="https://gitlab.example.com/lab/rtlab/-/jobs/4242/artifacts/file/'
+            f'results/{record["trace"]["file"]}">the whole trace</a>') in failing
+
+
+def test_a_trace_neither_here_nor_in_gitlab_is_named_unlinked(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CI_PROJECT_URL", raising=False)
+    _, failing, _ = traced_report(tmp_path, keep_file=False)
+    assert "the whole trace: <code>results/" in failing and "the whole trace</a>" not in failing
+
+
+def test_a_case_that_could_not_trace_says_why_in_the_report(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "results"
+    shutil.copytree(TRACED, folder)
+    [path] = folder.glob("*.json")
+    record = json.loads(path.read_text())
+    reason = ("no tracefs with a writable tracing_on at /sys/kernel/tracing or "
+              "/sys/kernel/debug/tracing: the kernel has no tracing (CONFIG_FTRACE) or it "
+              "is locked down")
+    record["trace"] = {"requested": True, "why": "--rt-trace always", "available": False,
+                       "reason": reason}
+    path.write_text(json.dumps(record))
+    store = open_store(f"sqlite:///{tmp_path / 'results.db'}")
+    try:
+        ingest_folder(store, folder)
+        page = write_report(store, tmp_path / "report", Selection()).html.read_text()
+    finally:
+        store.close()
+    assert f"No trace: {escape(reason)}" in page

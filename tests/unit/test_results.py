@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from rtlab.pytestplugin.record import CaseRecord
+from rtlab.pytestplugin.record import CaseRecord, artifact_path, attachment_line, job_path
 from rtlab.verdict.record import SCHEMA, read_record, write_atomic, write_record
 
 
@@ -118,3 +118,18 @@ def test_run_id_is_the_ci_job_in_a_pipeline_and_unique_elsewhere(monkeypatch):
     monkeypatch.setenv("CI_PIPELINE_ID", "77")
     monkeypatch.setenv("CI_JOB_ID", "901")
     assert run_id("imx6q-01") == "gitlab:77:901:imx6q-01"
+
+
+def test_a_case_file_lies_beside_its_record_and_is_attached_by_its_job_path(tmp_path,
+                                                                             monkeypatch):
+    record = CaseRecord(case="tests/x.py::test[idle]", started="2026-11-25T19:01:02+00:00",
+                        facts={"name": "qemu-imx6q/rt/idle/1000us"})
+    trace = artifact_path(record, tmp_path / "results", ".trace.gz")
+    written = write_record(tmp_path / "results", {**record.as_dict(), "verdict": "fail"})
+    assert trace.parent == written.parent
+    assert trace.name == written.name.removesuffix(".json") + ".trace.gz"
+    # GitLab finds an attachment within the job's folder; elsewhere it stays absolute
+    monkeypatch.chdir(tmp_path)
+    assert attachment_line(trace) == f"[[ATTACHMENT|results/{trace.name}]]"
+    monkeypatch.chdir(tmp_path / "results")
+    assert job_path(tmp_path / "other.gz") == (tmp_path / "other.gz").as_posix()

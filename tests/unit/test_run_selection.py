@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from rtlab.cli import main
+from rtlab.cli import main, parser
+from rtlab.lab.cli import _run_argv
 from rtlab.lab.runner import Selection
 from rtlab.util.paths import REPO_ROOT
 
@@ -65,3 +66,20 @@ def test_an_adaptive_run_measures_the_rt_tests_first_and_a_fixed_one_in_suite_or
     fixed = collected(Selection(cases="idle/1000us,pi_stress"))
     assert fixed == ["tests/target/test_latency.py::test_latency[idle-1000us]",
                      "tests/target/test_rttests.py::test_rt_tool[pi_stress]"]
+
+
+def test_the_trace_choice_goes_to_pytest_and_a_shared_plan_passes_it_on():
+    assert Selection(cases="idle/1000us", trace="always").pytest_args() == [
+        "--rt-cases", "idle/1000us", "--rt-trace", "always"]
+    assert Selection(cases="idle/1000us").pytest_args() == ["--rt-cases", "idle/1000us"]
+    with pytest.raises(ValueError, match="--trace must be one of auto, always, never"):
+        Selection(trace="sometimes")
+    # each place of a shared plan runs `rtlab run` again: the choice must reach it
+    args = parser().parse_args(["run", "--board", "imx6q", "--image", "i.img",
+                                      "--boards", "2", "--trace", "always",
+                                      "--trace-tracer", "function"])
+    assert _run_argv(args)[-4:] == ["--trace", "always", "--trace-tracer", "function"]
+    assert Selection(trace="always", trace_tracer="function").pytest_args() == [
+        "--rt-trace", "always", "--rt-trace-tracer", "function"]
+    with pytest.raises(ValueError, match="--trace-tracer must be one of nop, function"):
+        Selection(trace_tracer="irqsoff")

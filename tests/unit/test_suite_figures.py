@@ -3,8 +3,8 @@
 from pathlib import Path
 
 from rtlab.measure.cyclictest import parse_json
-from rtlab.verdict.judge import cpu_facts, no_wakeup_facts, no_wakeup_violation
-from rtlab.verdict.thresholds import load_thresholds
+from rtlab.verdict.judge import cpu_facts, judge_latency, no_wakeup_facts, no_wakeup_violation
+from rtlab.verdict.thresholds import StatisticsPolicy, Threshold, load_thresholds
 
 NOWAKEUP = Path(__file__).resolve().parents[1] / "data" / "cyclictest" / (
     "nowakeup-imx6q-rt-hackbench-3s.json")
@@ -106,3 +106,18 @@ def test_statistical_gate_without_a_fit_fails_saying_why():
     assert message is not None and "no tail bound at p=1e-06 (" in message
     assert tail_violation(0, None, policy(True), limit(100)).startswith(
         "CPU0 statistical gate: no tail bound at p=1e-06 (no histogram)")
+
+
+def test_a_run_ended_at_a_breach_fails_by_the_breach_not_by_the_threads_it_cut_short():
+    """cyclictest --breaktrace ends every thread at the first wake-up past max_us: a CPU
+    whose thread had not woken by then was not kept off it for the window."""
+    result = parse_json(NOWAKEUP.read_text(encoding="utf-8"), NOWAKEUP.name)
+    limits = {"max_us": Threshold("max_us", 50, "thresholds.yaml:9", None)}
+    whole = judge_latency(result, limits, StatisticsPolicy(), 3, 1000)
+    broken = judge_latency(result, limits, StatisticsPolicy(), 3, 1000, broke=True)
+    assert [v for v in whole.violations if "no wake-up" in v] == [
+        no_wakeup_violation(thread, 3, limits) for thread in result.no_wakeup]
+    assert broken.violations == [v for v in whole.violations if "no wake-up" not in v]
+    assert broken.violations and all("> max_us 50 µs" in v for v in broken.violations)
+    # the record still says which CPUs had no wake-up
+    assert [c["cpu"] for c in broken.cpus if c.get("no_wakeup")] == [2, 3]

@@ -12,6 +12,7 @@ from rtlab.verdict.thresholds import (
     StatisticsPolicy,
     Threshold,
     ThresholdsError,
+    TracePolicy,
     check,
     load_thresholds,
 )
@@ -166,7 +167,7 @@ def test_unknown_scenario_is_an_error_not_a_silent_fallback(hierarchy):
 @pytest.mark.parametrize("name, line, message", [
     ("bad-unknown-key.yaml", 6,
      "unknown key 'max_ms' (expected one of: avg_us, max_us, p99_9_us, reason, scenarios, "
-     "statistics)"),
+     "statistics, trace)"),
     ("bad-wrong-type.yaml", 6,
      "boards.imx6q.flavours.rt.max_us must be a number of µs, got '150us'"),
     ("bad-negative.yaml", 2, "defaults.avg_us must be greater than 0, got -5"),
@@ -224,7 +225,7 @@ def test_file_outside_the_repository_is_named_as_given(tmp_path):
     ("boards:\n  imx6q:\n    flavours:\n      rt:\n        max_us: 1\n        scenarios:\n"
      "          idle:\n            intervals:\n              100:\n                scenarios: {}\n",
      "thresholds.yaml:10: unknown key 'scenarios' (expected one of: avg_us, max_us, p99_9_us, "
-     "reason, statistics)"),
+     "reason, statistics, trace)"),
     ("boards:\n  imx6q:\n    flavours:\n      rt:\n        max_us: 1\n        scenarios:\n"
      "          ptsematest:\n            intervals:\n              1000: {max_us: 1}\n",
      "thresholds.yaml:8: boards.imx6q.flavours.rt.scenarios.ptsematest: ptsematest runs at one "
@@ -387,3 +388,37 @@ def test_the_repository_file_sets_no_gating_statistics(repo):
     for board in repo.boards:
         for flavour in repo.flavours(board):
             assert not repo.statistics(board, flavour, "cpu100", 1000).gating
+
+
+# ---------------------------------------------------------------------- trace ----
+
+
+def test_trace_is_inherited_by_level_and_cites_its_line(tmp_path):
+    path = tmp_path / "thresholds.yaml"
+    path.write_text("boards:\n  imx6q:\n    flavours:\n      rt:\n        max_us: 150\n"
+                    "        trace: true\n        scenarios:\n          idle:\n"
+                    "            intervals:\n              100: {trace: false}\n"
+                    "      std:\n        max_us: 20000\n")
+    thresholds = load_thresholds(path)
+    on = thresholds.trace("imx6q", "rt", "cpu100", 1000)
+    assert on.enabled and on.source == f"{path}:6"
+    off = thresholds.trace("imx6q", "rt", "idle", 100)
+    assert not off.enabled and off.source == f"{path}:10"
+    # a level that says nothing: no trace, and no line to cite
+    assert thresholds.trace("imx6q", "std", "idle", 100) == TracePolicy(False, None)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("boards:\n  imx6q:\n    trace: yes please\n    flavours:\n      rt: {max_us: 1}\n",
+     "thresholds.yaml:3: boards.imx6q.trace must be true or false, got 'yes please'"),
+    ("boards:\n  imx6q:\n    flavours:\n      rt:\n        max_us: 1\n        scenarios:\n"
+     "          ptsematest: {trace: true}\n",
+     "thresholds.yaml:7: boards.imx6q.flavours.rt.scenarios.ptsematest: ptsematest cannot stop "
+     "the kernel's trace on a breach"),
+])
+def test_bad_trace_settings_are_refused_with_their_line(tmp_path, text, message):
+    path = tmp_path / "thresholds.yaml"
+    path.write_text(text)
+    with pytest.raises(ThresholdsError) as error:
+        load_thresholds(path)
+    assert str(error.value).startswith(f"{path}:" + message.removeprefix("thresholds.yaml:"))

@@ -174,3 +174,13 @@ def test_a_panic_needs_a_time_or_a_text():
     assert Fault.from_request("panic", {"after_s": 5}).on_console is None
     with pytest.raises(FaultError, match="panic needs AFTER"):
         Fault.from_request("panic", {})
+
+
+def test_trace_lockdown_boots_the_kernel_locked_down_until_cleared():
+    async def test(bench: Bench) -> None:
+        bench.slot.arm(Fault("trace-lockdown", times=0))
+        assert bench.slot._boot_faults() == ["lockdown=confidentiality"]
+        assert bench.slot._boot_faults() == ["lockdown=confidentiality"]
+        bench.slot.faults.clear("trace-lockdown")
+        assert bench.slot._boot_faults() == []
+    on_bench(test)

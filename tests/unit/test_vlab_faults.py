@@ -39,7 +39,7 @@ def test_bad_fault_requests_are_refused_with_what_is_valid(kind, params, message
 def test_every_kind_is_described():
     assert set(FAULT_KINDS) == {"boot-hang", "panic", "boot-panic", "serial-disconnect",
                                 "pdu-error", "pdu-timeout", "sd-write-error", "sd-corrupt",
-                                "silent", "slow-boot"}
+                                "silent", "slow-boot", "trace-lockdown"}
 
 
 def test_console_descriptions():
