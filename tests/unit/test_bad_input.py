@@ -85,8 +85,8 @@ def test_unknown_names_list_the_valid_ones():
     rack = load_config(ENV / "vlab.yaml")
     cases = [
         (lambda: thresholds.lookup("imx8", "rt", "idle"), "no board 'imx8' (valid: imx6q, "),
-        (lambda: thresholds.lookup("imx6q", "preempt", "idle"),
-         "board 'imx6q' has no flavour 'preempt' (valid: "),
+        (lambda: thresholds.lookup("imx6q", "preempt-lazy", "idle"),
+         "board 'imx6q' has no flavour 'preempt-lazy' (valid: "),
         (lambda: thresholds.lookup("imx6q", "rt", "cpu99"),
          "unknown scenario 'cpu99' (valid: idle, "),
         (lambda: suite.scenario("cpu99"), "no scenario 'cpu99' (valid: idle, "),
