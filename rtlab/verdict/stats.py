@@ -918,6 +918,8 @@ def _longer(difference: float, tolerance: float, low: float, high: float,
 # sampling part (bench/verdict_quality.py measured its false fails for compare).
 
 COSTS = "costs"
+# cyclictest's histogram resolution
+BUCKET_US = 1.0
 SAVES = "saves"
 NO_MEASURABLE_CHANGE = "no measurable change"
 SHIFT_OUTCOMES = (COSTS, SAVES, NO_MEASURABLE_CHANGE, INCONCLUSIVE)
@@ -969,7 +971,7 @@ def compare_variants(
     quantile: float,
     confidence: float = 0.95,
     tolerance_relative: float = 0.05,
-    tolerance_us: float = 1.0,
+    tolerance_us: float = 2 * BUCKET_US,
     resamples: int = 4000,
     seed: int | np.random.Generator = 0,
     min_beyond: int = MIN_WAKEUPS_BEYOND,
@@ -978,13 +980,16 @@ def compare_variants(
     ``candidate``'s (one histogram per run, its CPUs merged), with a two-sided
     ``confidence`` interval (see the section comment for the model).
 
-    ``costs`` / ``saves``: the interval excludes 0 and the shift exceeds the tolerance
+    ``costs`` / ``saves``: the interval excludes 0 and the shift reaches the tolerance
     ``max(tolerance_us, tolerance_relative * baseline)``; ``no measurable change``: the
     interval lies within ± the tolerance; else ``inconclusive``, with how much longer
     both variants would have to run (the runs' spread does not shrink with length: when
-    it alone is too wide, more runs are needed, and the verdict says so). A quantile that
-    fewer than ``min_beyond`` wake-ups of either variant lie beyond is not estimated at
-    all: the verdict says how much longer the runs must be for it."""
+    it alone is too wide, more runs are needed, and the verdict says so). The interval is
+    widened by the histogram's 1 µs bucket each way (both quantiles are known to their
+    bucket only), which is why the tolerance is two buckets at least: a shift of one
+    bucket can then still be shown to be none. A quantile that fewer than ``min_beyond``
+    wake-ups of either variant lie beyond is not estimated at all: the verdict says how
+    much longer the runs must be for it."""
     if not 0 < quantile < 1:
         raise ValueError(f"quantile must be in (0, 1), got {quantile}")
     if not 0 < confidence < 1:
@@ -1047,6 +1052,10 @@ def compare_variants(
                         "the interval allows for sampling noise only (repeat: 2 or more)")
     diffs = (rep_b + 0.5) * factor_b - (rep_a + 0.5) * factor_a
     low, high = (float(v) for v in np.quantile(diffs, [alpha / 2, 1 - alpha / 2]))
+    # Both quantiles are known to their 1 µs bucket only (b means [b, b + 1)), so the true
+    # shift lies within one bucket of the buckets' difference: a long run's bootstrap
+    # that never leaves its buckets would otherwise claim the bucket grid's precision.
+    low, high = low - BUCKET_US, high + BUCKET_US
     shift = float(_value(qb, range_us) - _value(qa, range_us))
     # a quantile past the range is only known to be >= range: the candidate's makes the
     # shift a lower bound (a cost can still be proven), the baseline's an upper bound
@@ -1054,9 +1063,9 @@ def compare_variants(
     censored_a = qa is None or float(np.mean(rep_a >= range_us)) > alpha / 2
     ci = f"[{_plain(low)}, {_plain(high)}]"
     longer = None
-    if low > 0 and shift > tolerance and not censored_a:
+    if low > 0 and shift >= tolerance and not censored_a:
         outcome, verdict = COSTS, f"costs {_plain(shift)} µs at {name} {ci}"
-    elif high < 0 and -shift > tolerance and not censored_b:
+    elif high < 0 and -shift >= tolerance and not censored_b:
         outcome, verdict = SAVES, f"saves {_plain(-shift)} µs at {name} [{_plain(-high)}, " \
                                   f"{_plain(-low)}]"
     elif -tolerance <= low and high <= tolerance and not (censored_a or censored_b):
@@ -1069,11 +1078,9 @@ def compare_variants(
             verdict = (f"inconclusive: the {name} lies past the {range_us} µs histogram "
                        "range (rerun with a larger -h)")
         else:
-            # mirrored so that the shift is >= 0: the interval's far side is what must move
-            mirrored = (shift, low, high) if shift >= 0 else (-shift, -high, -low)
-            sampling = float(np.var(rep_a) + np.var(rep_b))
-            longer = _longer(mirrored[0], tolerance, mirrored[1], mirrored[2], sampling,
-                             float(np.var(diffs)))
+            longer = _variants_longer(abs(shift), tolerance, (high - low) / 2 - BUCKET_US,
+                                      float(np.var(rep_a) + np.var(rep_b)),
+                                      float(np.var(diffs)))
             verdict = (f"inconclusive: run {math.ceil(longer)}× longer"
                        if math.isfinite(longer) else
                        "inconclusive: the runs differ more than the variants; measure more "
@@ -1083,39 +1090,84 @@ def compare_variants(
                  verdict=verdict, warnings=tuple(warnings), **common)
 
 
+def _variants_longer(shift: float, tolerance: float, half: float, sampling_var: float,
+                     total_var: float) -> float:
+    """How many times longer both variants must run for the interval to settle the verdict
+    if the shift stays (``shift`` >= 0; ``half``: the interval's half-width before the
+    bucket's widening): only the sampling share of the variance shrinks, as 1/n. A cost
+    needs the interval's low end above 0, no change its high end within the tolerance;
+    as the bootstrap's quantiles settle on their buckets, half a bucket is the room a
+    shift just inside the tolerance needs."""
+    room = shift - BUCKET_US if shift >= tolerance else tolerance - shift - BUCKET_US / 2
+    if room <= 0 or half <= 0 or sampling_var <= 0 or total_var <= 0:
+        return math.inf
+    allowed = total_var * (room / half) ** 2 - (total_var - sampling_var)
+    if allowed <= 0:
+        return math.inf
+    return max(1.0, sampling_var / allowed)
+
+
 @attr.frozen
 class ExpectedMax:
-    """A run's maximum beside what its tail says the maximum of that many wake-ups
-    should be: the latency exceeded once in ``samples`` wake-ups (the GPD fit's return
-    level), with its confidence interval. The maximum of one run is one sample; shown
-    alone, a single outlier reads like a kernel's property."""
+    """A run's maximum beside what its tail says the maximum of that many wake-ups should
+    be. The maximum of n wake-ups is itself random: with the fitted tail's exceedance
+    probability p(x) per wake-up, P(max <= x) = (1 - p(x))^n. ``expected_us`` is its
+    median, ``range_us`` the interval 95 % of runs of that length would show (its upper
+    end at the fit's upper confidence limit, so that a tail the data know little about
+    calls nothing an outlier). Shown alone, one wake-up far out reads like a property of
+    the kernel; beside this, it reads as what it is."""
 
     observed_us: float | None
     samples: int
     expected_us: float | None
-    ci_us: tuple[float, float] | None
+    range_us: tuple[float, float] | None
+    chance: float | None
+    """P(a run this long has a maximum at least the observed one), by the fit."""
     outlier: bool
-    """The observed maximum lies above the interval: one wake-up far out of the tail."""
+    """The observed maximum lies above ``range_us`` and has under 1 % chance."""
     note: str
+
+    @property
+    def ci_us(self) -> tuple[float, float] | None:
+        return self.range_us
+
+
+# the share of runs of that length whose maximum lies below the range's ends
+_MAX_RANGE = (0.025, 0.975)
+OUTLIER_CHANCE = 0.01
 
 
 def expected_max(hist: Histogram, *, confidence: float = 0.95) -> ExpectedMax:
     observed = hist.known_max_us
     n = hist.samples
     if n < 2:
-        return ExpectedMax(observed, n, None, None, False, "no tail: too few wake-ups")
-    tail = tail_estimate(hist, None, 1.0 / n, confidence=confidence)
-    if tail.bound_us is None or tail.bound_ci_us is None:
-        why = tail.warnings[0] if tail.warnings else "no fit"
-        return ExpectedMax(observed, n, None, None, False, f"no tail estimate: {why}")
-    low, high = tail.bound_ci_us
-    outlier = observed is not None and observed > high
-    shown = "∞" if math.isinf(high) else f"{high:.0f}"
-    expected = f"the tail expects {tail.bound_us:.0f} µs [{low:.0f}, {shown}] in {n:.3g} wake-ups"
+        return ExpectedMax(observed, n, None, None, None, False, "no tail: too few wake-ups")
+    # P(max <= x) = q  <=>  p(x) = 1 - q^(1/n)
+    def level(q: float) -> float:
+        return -math.expm1(math.log(q) / n)
+
+    threshold = observed - 1 if observed is not None and observed >= 1 else None
+    median = tail_estimate(hist, threshold, level(0.5), confidence=confidence)
+    if median.bound_us is None:
+        why = median.warnings[0] if median.warnings else "no fit"
+        return ExpectedMax(observed, n, None, None, None, False, f"no tail estimate: {why}")
+    low = tail_estimate(hist, None, level(_MAX_RANGE[0]), confidence=confidence)
+    high = tail_estimate(hist, None, level(_MAX_RANGE[1]), confidence=confidence)
+    assert low.bound_us is not None and high.bound_ci_us is not None
+    span = (float(low.bound_us), float(high.bound_ci_us[1]))
+    chance = None
+    if median.probability is not None:
+        chance = -math.expm1(n * math.log1p(-min(median.probability, 1 - 1e-16)))
+    outlier = (observed is not None and observed > span[1]
+               and chance is not None and chance < OUTLIER_CHANCE)
+    shown = "∞" if math.isinf(span[1]) else f"{span[1]:.0f}"
+    expected = (f"the tail expects {median.bound_us:.0f} µs ({span[0]:.0f}-{shown} in 95 % "
+                f"of runs of {n:.3g} wake-ups)")
     if observed is None:
         note = f"max past the histogram; {expected}"
     elif outlier:
-        note = f"a single outlier: {expected}"
+        note = (f"a single outlier: {expected}; a max of {observed:.0f} µs has a "
+                f"{chance:.2g} chance")
     else:
         note = expected
-    return ExpectedMax(observed, n, tail.bound_us, (low, high), outlier, note)
+    return ExpectedMax(observed, n, float(median.bound_us), span, chance, outlier, note)

@@ -120,8 +120,9 @@ def test_a_run_too_short_for_the_quantile_says_how_much_longer():
 
 
 def test_short_runs_are_asked_to_run_longer_and_that_settles_it():
-    # 1 µs later at the p99 (about 25 µs): below the tolerance of 5 %, so the answer is
-    # "no measurable change", which 15 000 wake-ups a variant cannot tell yet
+    # 1 µs later at the p99 (about 25 µs): within the tolerance (two 1 µs buckets: the
+    # quantiles are known to their bucket only), so the answer is "no measurable change",
+    # which 15 000 wake-ups a variant cannot tell yet
     shift = compare_variants([run(15_000, 1)], [run(15_000, 11, shift_us=1)], quantile=0.99)
     assert shift.outcome == INCONCLUSIVE
     assert shift.longer is not None and math.isfinite(shift.longer) and shift.longer > 1
@@ -180,10 +181,19 @@ def test_a_maximum_within_the_tail_is_shown_with_what_the_tail_expects():
     hist = run(500_000, 5)
     seen = expected_max(hist)
     assert not seen.outlier
-    low, high = seen.ci_us
-    assert low <= seen.observed_us <= high
-    assert seen.note.startswith(f"the tail expects {seen.expected_us:.0f} µs [")
-    assert seen.note.endswith("in 5e+05 wake-ups")
+    low, high = seen.range_us
+    assert low <= seen.expected_us <= high
+    assert seen.note == (f"the tail expects {seen.expected_us:.0f} µs ({low:.0f}-{high:.0f} "
+                         "in 95 % of runs of 5e+05 wake-ups)")
+
+
+def test_the_expected_range_holds_the_maxima_of_runs_from_the_same_tail():
+    """Runs of one distribution: their maxima fall in the range the tail gives for that
+    many wake-ups about as often as it says (95 %), and none is called an outlier."""
+    seen = [expected_max(run(200_000, seed)) for seed in range(20)]
+    inside = sum(e.range_us[0] <= e.observed_us <= e.range_us[1] for e in seen)
+    assert inside >= 17
+    assert not any(e.outlier for e in seen)
 
 
 def test_a_single_outlier_is_named_as_one():
@@ -192,5 +202,6 @@ def test_a_single_outlier_is_named_as_one():
     counts[350] += 1
     outlier = expected_max(Histogram(counts, hist.overflows, 350.0))
     assert outlier.outlier and outlier.observed_us == 350
+    assert outlier.range_us[1] < 350 and outlier.chance < 0.01
     assert outlier.note.startswith("a single outlier: the tail expects ")
-    assert outlier.ci_us[1] < 350
+    assert outlier.note.endswith(f"a max of 350 µs has a {outlier.chance:.2g} chance")
