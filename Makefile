@@ -3,6 +3,10 @@
 #   make demo PIPELINE=1 the GitLab pipeline, run locally on the virtual rack
 #                        (KERNEL=build: its build stage compiles the four kernels;
 #                        TIER=gate: the test stage as a lab's push runs it)
+#   make demo CAMPAIGN=hardening  a campaign of campaigns/ on the virtual rack: every
+#                        variant's kernel (built: hardening and preemption compile theirs,
+#                        10-20 min each on two cores from cold; debian takes Debian's),
+#                        images, short runs (DURATION, default 10 s per case), the report
 #   make test            lint + all tests of rtlab itself, incl. the virtual rack
 #   make test-kernel     the i.MX6Q preempt-rt kernel built from source, booted on the
 #                        virtual rack, one option changed, rebuilt and booted again
@@ -19,6 +23,7 @@ lint: bootstrap
 	$(VENV)/ruff check rtlab tests bench conftest.py
 	$(VENV)/rtlab thresholds check
 	$(VENV)/rtlab env check
+	$(VENV)/rtlab campaign check
 	$(VENV)/rtlab lava validate jobs
 	$(VENV)/check-jsonschema --builtin-schema vendor.gitlab-ci .gitlab-ci.yml
 	$(VENV)/hadolint --config docker/hadolint.yaml docker/ci/Dockerfile docker/exporter/Dockerfile
@@ -33,4 +38,4 @@ test-kernel: bootstrap
 	$(VENV)/pytest -s -ra tests/kernel
 
 demo: bootstrap
-	$(if $(PIPELINE),$(VENV)/python bench/pipeline_times.py --keep out/pipeline-demo $(if $(KERNEL),--kernel $(KERNEL)) $(if $(TIER),--tier $(TIER)),$(VENV)/rtlab demo $(if $(FULL),--full))
+	$(if $(CAMPAIGN),$(VENV)/rtlab campaign run $(CAMPAIGN) --duration $(or $(DURATION),10),$(if $(PIPELINE),$(VENV)/python bench/pipeline_times.py --keep out/pipeline-demo $(if $(KERNEL),--kernel $(KERNEL)) $(if $(TIER),--tier $(TIER)),$(VENV)/rtlab demo $(if $(FULL),--full)))

@@ -102,7 +102,8 @@ def _rack(args: argparse.Namespace, virtual: bool):  # noqa: ANN202 - a Rack
     env = args.env or os.fspath(paths.REPO_ROOT / "env" / ("virtual.yaml" if virtual
                                                             else "rack.yaml"))
     return Rack(env_file=Path(env), coordinator=args.coordinator, board_prefix=prefix,
-                boards=args.places, reserve_timeout_s=args.reserve_timeout)
+                boards=args.places, reserve_timeout_s=args.reserve_timeout,
+                suite=Path(args.suite).resolve() if args.suite else None)
 
 
 def _test(args: argparse.Namespace) -> int:
@@ -169,6 +170,9 @@ def _add_rack(parser: argparse.ArgumentParser) -> None:
                              "cases (default: all)")
     parser.add_argument("--reserve-timeout", type=float, default=3600.0,
                         help="seconds to wait for a free place (default 3600)")
+    parser.add_argument("--suite", help="the suite file the boards run (default: "
+                                        "suite.yaml; its scenarios must include the "
+                                        "campaign's)")
     parser.add_argument("--campaign-run",
                         help="the execution's name every record carries (default: "
                              "$RTLAB_CAMPAIGN_RUN, else gitlab:$CI_PIPELINE_ID, else the "

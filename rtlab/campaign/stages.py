@@ -9,7 +9,7 @@ Everything of one campaign lives under one folder (``--out``, default
 
     kernel/<variant>/<board>-<std|rt>/   kernel.json (with the variant), the kernel files
     images/<variant>/<board>-<std|rt>/   sdcard.img, .bmap, manifest.json
-    test/<variant>/<board>-<repeat>/     JUnit, results/*.json, console logs
+    test/<board>/<variant>-<repeat>/     JUnit, results/*.json, console logs
 """
 
 import contextlib
@@ -44,7 +44,8 @@ def image_folder(out: Path, variant: Variant, board: str) -> Path:
 
 
 def test_folder(out: Path, variant: Variant, board: str, repeat: int) -> Path:
-    return out / "test" / variant.name / f"{board}-{repeat}"
+    # by board first: a board's test job keeps (and releases) its own folder
+    return out / "test" / board / f"{variant.name}-{repeat}"
 
 
 def campaign_run_id(campaign: str, given: str | None = None) -> str:
@@ -144,6 +145,9 @@ class Rack:
     board_prefix: str = ""
     boards: int = 0
     reserve_timeout_s: float = 3600.0
+    suite: Path | None = None
+    """The suite file the boards run (None: the repository's), e.g. one with a wider
+    histogram where latencies are milliseconds."""
 
 
 @attr.frozen
@@ -188,7 +192,8 @@ def run_tests(campaign: Campaign, board: str, out: Path, rack: Rack, campaign_ru
                 outcome = run_suite(board=tag, image=image, env_file=rack.env_file,
                                     coordinator=rack.coordinator, out_dir=folder,
                                     duration_s=campaign.duration_s,
-                                    selection=Selection(cases=campaign.cases()),
+                                    selection=Selection(cases=campaign.cases(),
+                                                        suite=rack.suite),
                                     reserve_timeout_s=rack.reserve_timeout_s)
                 code = outcome.exit_code
             else:
@@ -196,6 +201,8 @@ def run_tests(campaign: Campaign, board: str, out: Path, rack: Rack, campaign_ru
                         "--image", os.fspath(image), "--env", os.fspath(rack.env_file),
                         "--coordinator", rack.coordinator, "--out", os.fspath(folder),
                         "--duration", str(campaign.duration_s), "--cases", campaign.cases()]
+                if rack.suite is not None:
+                    argv += ["--suite", os.fspath(rack.suite)]
                 code = run_on_boards(argv, board=tag, boards=rack.boards,
                                      coordinator=rack.coordinator, image=image,
                                      out_dir=folder)

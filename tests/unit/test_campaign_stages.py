@@ -126,3 +126,18 @@ def test_every_shipped_campaign_checks(capsys):
                                                     "campaigns/hardening.yaml",
                                                     "campaigns/preemption.yaml"]
     assert all(": valid; " in line for line in out)
+
+
+def test_the_after_script_finds_every_state_file_below_a_campaigns_test_folder(tmp_path,
+                                                                                capsys):
+    from rtlab import cli
+
+    board = tmp_path / "test" / "rpi3"
+    for variant in ("debian-std-1", "debian-rt-1"):
+        (board / variant).mkdir(parents=True)
+        (board / variant / "reservation.json").write_text('{"schema": "something/1"}')
+    # neither is a reservation: refused, each by name (a real one is released the same way)
+    assert cli.main(["reservation", "release", str(board)]) == 2
+    err = capsys.readouterr().err
+    for variant in ("debian-std-1", "debian-rt-1"):
+        assert f"{board / variant / 'reservation.json'}" in err
