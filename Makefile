@@ -7,6 +7,7 @@
 #                        variant's kernel (built: hardening and preemption compile theirs,
 #                        10-20 min each on two cores from cold; debian takes Debian's),
 #                        images, short runs (DURATION, default 10 s per case), the report
+#                        (PIPELINE=1 CAMPAIGN=debian: as a pipeline started by hand)
 #   make test            lint + all tests of rtlab itself, incl. the virtual rack
 #   make test-kernel     the i.MX6Q preempt-rt kernel built from source, booted on the
 #                        virtual rack, one option changed, rebuilt and booted again
@@ -38,4 +39,4 @@ test-kernel: bootstrap
 	$(VENV)/pytest -s -ra tests/kernel
 
 demo: bootstrap
-	$(if $(CAMPAIGN),$(VENV)/rtlab campaign run $(CAMPAIGN) --duration $(or $(DURATION),10),$(if $(PIPELINE),$(VENV)/python bench/pipeline_times.py --keep out/pipeline-demo $(if $(KERNEL),--kernel $(KERNEL)) $(if $(TIER),--tier $(TIER)),$(VENV)/rtlab demo $(if $(FULL),--full)))
+	$(if $(PIPELINE),$(VENV)/python bench/pipeline_times.py --keep out/pipeline-demo $(if $(KERNEL),--kernel $(KERNEL)) $(if $(TIER),--tier $(TIER)) $(if $(CAMPAIGN),--campaign $(CAMPAIGN)),$(if $(CAMPAIGN),$(VENV)/rtlab campaign run $(CAMPAIGN) --duration $(or $(DURATION),10),$(VENV)/rtlab demo $(if $(FULL),--full)))

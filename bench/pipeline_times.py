@@ -2,7 +2,7 @@
 the wall time of each stage.
 
     .venv/bin/python bench/pipeline_times.py [--duration 10] [--keep DIR] [--kernel POLICY]
-                                             [--tier gate]
+                                             [--tier gate] [--campaign NAME]
 
 It makes a temporary clone of the working tree (tracked and not-ignored files committed on
 `main`, pushed to an `origin` whose default branch is `main`: gitlab-ci-local reads the
@@ -14,7 +14,9 @@ virtual rack, prints the jobs' output as it comes (stage progress), and at the e
 table: per stage the wall time from its first job's start to its last job's end, and the
 jobs' summed time. The virtual rack is started if it is not running (and then stopped
 again). `make demo PIPELINE=1` runs this; tests/integration/test_pipeline_local.py uses
-its functions.
+its functions. With ``--campaign NAME`` it runs the pipeline as a person's "Run pipeline"
+with ``RTLAB_CAMPAIGN=NAME`` (``CI_PIPELINE_SOURCE=web``): the campaign's jobs instead of
+the push's, ``--duration`` seconds per case (``make demo PIPELINE=1 CAMPAIGN=debian``).
 """
 
 from __future__ import annotations
@@ -284,6 +286,9 @@ def main(argv: list[str] | None = None) -> int:
                                        "(gate: every board of a type sharing the cases, "
                                        "each adaptive in 10 s windows up to 30 s) instead "
                                        "of one fixed case per job")
+    parser.add_argument("--campaign", help="run this campaign of campaigns/ as a pipeline "
+                                           "started by hand (RTLAB_CAMPAIGN), every case "
+                                           "--duration seconds, one place per board type")
     args = parser.parse_args(argv)
 
     config = load_config(paths.default_vlab_config())
@@ -311,12 +316,18 @@ def main(argv: list[str] | None = None) -> int:
                               "RTLAB_DURATION": str(3 * args.duration)})
             print(f"test stage: tier {args.tier}, every board of a type, adaptive "
                   f"{args.duration} s windows up to {3 * args.duration} s", flush=True)
+        if args.campaign:
+            # "Run pipeline" by hand: the only way (with schedules) a campaign runs
+            variables.update({"RTLAB_CAMPAIGN": args.campaign, "CI_PIPELINE_SOURCE": "web",
+                              "RTLAB_CAMPAIGN_DURATION": str(args.duration)})
+            print(f"campaign {args.campaign}: {args.duration} s per case", flush=True)
         run = run_pipeline(work, variables, echo=None if args.quiet else print)
         print()
         print(format_table(run))
         failed = [job.name for job in run.jobs.values() if job.status == "FAIL"]
-        print(f"\nartifacts: {work / 'out'} (JUnit in out/test/*/, report in out/report/)"
-              if args.keep else "")
+        where = ("out/campaign/*/test/, report in out/campaign-report/" if args.campaign
+                 else "out/test/*/, report in out/report/")
+        print(f"\nartifacts: {work / 'out'} (JUnit in {where})" if args.keep else "")
         if failed:
             print(f"failed jobs: {', '.join(failed)}")
         return run.exit_code
