@@ -173,7 +173,7 @@ def run_tests(campaign: Campaign, board: str, out: Path, rack: Rack, campaign_ru
     """Every variant's cases on ``board`` (a board of kernel/boards.yaml; the places carry
     ``rack.board_prefix + board``), ``campaign.repeat`` times each, each a fresh flash and
     boot; every record carries ``campaign_run``."""
-    from rtlab.lab.runner import Selection, run_suite
+    from rtlab.lab.runner import RUN_PART_VARIABLE, Selection, run_suite
     from rtlab.lab.sharing import run_on_boards
 
     tag = f"{rack.board_prefix}{board}"
@@ -185,6 +185,8 @@ def run_tests(campaign: Campaign, board: str, out: Path, rack: Rack, campaign_ru
                 raise FileNotFoundError(f"{image}: no image of variant {variant.name} for "
                                         f"{board} (rtlab campaign images first)")
             folder = test_folder(out, variant, board, repeat)
+            # a CI job makes every run of the campaign: each its own run in the store
+            os.environ[RUN_PART_VARIABLE] = f"{variant.name}-{repeat}"
             progress(f"{variant.name} {tag}: run {repeat} of {campaign.repeat}, "
                      f"{len(campaign.scenarios) * len(campaign.intervals_us)} cases of "
                      f"{campaign.duration_s} s")
@@ -212,13 +214,17 @@ def run_tests(campaign: Campaign, board: str, out: Path, rack: Rack, campaign_ru
 
 @contextlib.contextmanager
 def _campaign_run(campaign_run: str) -> Iterator[None]:
-    """``$RTLAB_CAMPAIGN_RUN`` for the suites this process starts (their records read it)."""
-    saved = os.environ.get(RUN_VARIABLE)
+    """``$RTLAB_CAMPAIGN_RUN`` for the suites this process starts (their records read it),
+    and ``$RTLAB_RUN_PART`` as the loop sets it, both as they were afterwards."""
+    from rtlab.lab.runner import RUN_PART_VARIABLE
+
+    saved = {name: os.environ.get(name) for name in (RUN_VARIABLE, RUN_PART_VARIABLE)}
     os.environ[RUN_VARIABLE] = campaign_run
     try:
         yield
     finally:
-        if saved is None:
-            del os.environ[RUN_VARIABLE]
-        else:
-            os.environ[RUN_VARIABLE] = saved
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

@@ -3,6 +3,7 @@ compiler: which kernel each variant gets and how it is labelled, the order its r
 measured in, the execution's id, and what narrowing a campaign may change."""
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -141,3 +142,34 @@ def test_the_after_script_finds_every_state_file_below_a_campaigns_test_folder(t
     err = capsys.readouterr().err
     for variant in ("debian-std-1", "debian-rt-1"):
         assert f"{board / variant / 'reservation.json'}" in err
+
+
+def test_every_run_of_a_campaigns_ci_job_is_a_run_of_its_own(monkeypatch, tmp_path):
+    """One CI job measures every variant and repeat on its board: without a part of their
+    own their records would be one run in the store (one image, one kernel)."""
+    from rtlab.lab import runner
+
+    monkeypatch.setenv("CI_PIPELINE_ID", "77")
+    monkeypatch.setenv("CI_JOB_ID", "901")
+    monkeypatch.delenv(runner.RUN_PART_VARIABLE, raising=False)
+    assert runner.run_id("rpi3-01") == "gitlab:77:901:rpi3-01"
+    seen = []
+
+    def fake_run_suite(**kwargs):
+        seen.append((runner.run_id("rpi3-01"), os.environ[RUN_VARIABLE]))
+        return runner.RunOutcome("rpi3-01", 0, None, tmp_path, None)
+
+    monkeypatch.setattr(runner, "run_suite", fake_run_suite)
+    campaign = load_campaign("debian").narrowed(repeat=2)
+    for variant in campaign.variants.values():
+        image = stages.image_folder(tmp_path, variant, "rpi3") / "sdcard.img"
+        image.parent.mkdir(parents=True)
+        image.write_bytes(b"")
+    rack = stages.Rack(env_file=tmp_path / "env.yaml", coordinator="x:1", boards=1)
+    stages.run_tests(campaign, "rpi3", tmp_path, rack, "gitlab:77", progress=lambda _: None)
+    assert seen == [("gitlab:77:901:rpi3-01:debian-std-1", "gitlab:77"),
+                    ("gitlab:77:901:rpi3-01:debian-rt-1", "gitlab:77"),
+                    ("gitlab:77:901:rpi3-01:debian-rt-2", "gitlab:77"),
+                    ("gitlab:77:901:rpi3-01:debian-std-2", "gitlab:77")]
+    # and afterwards the environment is as it was
+    assert runner.RUN_PART_VARIABLE not in os.environ and RUN_VARIABLE not in os.environ
