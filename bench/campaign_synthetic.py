@@ -87,7 +87,9 @@ def cpu_entry(rng: np.random.Generator, cpu: int, samples: int, probs: np.ndarra
 
 
 def records(campaign: Campaign, *, duration_s: int, repeat: int, spread: float,
-            seed: int = 1, board_prefix: str = "") -> list[dict[str, Any]]:
+            seed: int = 1, board_prefix: str = "", costs: dict[str, int] | None = None
+            ) -> list[dict[str, Any]]:
+    costs = COSTS if costs is None else costs
     rng = np.random.default_rng(seed)
     run_id = f"{campaign.name}:synthetic"
     start = datetime.datetime(2026, 11, 25, 8, 0, tzinfo=datetime.UTC)
@@ -101,7 +103,7 @@ def records(campaign: Campaign, *, duration_s: int, repeat: int, spread: float,
                 scale = math.exp(rng.normal(0, spread))
                 for scenario in campaign.scenarios:
                     for interval in campaign.intervals_us:
-                        cost = COSTS.get(scenario, 0) if variant.name in candidates else 0
+                        cost = costs.get(scenario, 0) if variant.name in candidates else 0
                         probs = probabilities(scenario, cost, scale)
                         samples = duration_s * 1_000_000 // interval
 
@@ -160,7 +162,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--spread", type=float, default=0.02,
                         help="run-to-run spread: the sd of each run's log scale factor")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--no-cost", action="store_true",
+                        help="A/A: the candidate costs nothing anywhere (every 'costs' or "
+                             "'saves' the report says is a false one)")
     args = parser.parse_args(argv)
+    costs = {load: 0 for load in COSTS} if args.no_cost else COSTS
     from rtlab.report.campaign_page import write_campaign_report
     from rtlab.store import ingest_folder, open_store
 
@@ -170,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     for old in folder.glob("*.json"):
         old.unlink()
     for record in records(campaign, duration_s=args.duration, repeat=args.repeat,
-                          spread=args.spread):
+                          spread=args.spread, seed=args.seed, costs=costs):
         write_record(folder, {k: v for k, v in record.items() if k != "schema"})
     db = out / "results.db"
     db.unlink(missing_ok=True)
@@ -182,11 +189,22 @@ def main(argv: list[str] | None = None) -> int:
         store.close()
     tables = json.loads(written.json.read_text())
     print(f"{'pair':40} {'board':6} {'load':10} {'cost given':>10}  report")
+    outcomes: dict[tuple[bool, str], int] = {}
+    held = compared = 0
     for pair in tables["pairs"]:
-        given = COSTS.get(pair["scenario"], 0)
+        given = costs.get(pair["scenario"], 0)
         for shift in pair["shifts"]:
             print(f"{pair['candidate'] + ' vs ' + pair['baseline']:40} {pair['board']:6} "
                   f"{pair['scenario']:10} {given:>7} µs  {shift['verdict']}")
+            key = (given > 0, shift["outcome"])
+            outcomes[key] = outcomes.get(key, 0) + 1
+            if shift["ci_us"] is not None:
+                compared += 1
+                held += shift["ci_us"][0] <= given <= shift["ci_us"][1]
+    print("\nverdicts (cost given > 0, outcome): " + ", ".join(
+        f"{'cost' if cost else 'none'} -> {outcome}: {count}"
+        for (cost, outcome), count in sorted(outcomes.items())))
+    print(f"intervals holding the cost given: {held} of {compared}")
     print(f"report: {written.html}")
     return 0
 
