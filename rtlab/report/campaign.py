@@ -283,13 +283,13 @@ def _pair_row(pair: Pair, board: str, scenario: str, interval: int,
         return PairRow(pair, board, scenario, interval, (),
                        f"not compared: no measured run of {', '.join(missing)}")
     shifts = tuple(compare_variants(runs[0], runs[1], quantile=q, confidence=confidence,
-                                    resamples=resamples, seed=_seed(board, scenario, interval,
-                                                                    q))
+                                    resamples=resamples,
+                                    seed=comparison_seed(board, scenario, interval, q))
                    for q in quantiles)
     return PairRow(pair, board, scenario, interval, shifts)
 
 
-def _seed(*parts: object) -> int:
+def comparison_seed(*parts: object) -> int:
     """A fixed seed per comparison: the same store gives the same report."""
     return sum((i + 1) * ord(c) for i, c in enumerate("/".join(map(str, parts)))) % (2**32)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from rtlab.report.campaign import _seed
+from rtlab.report.campaign import comparison_seed
 from rtlab.util.paths import REPO_ROOT
 from rtlab.verdict.stats import Histogram, compare_variants, quantile_name
 
@@ -122,8 +122,9 @@ def test_the_pair_table_is_the_comparison_of_the_records(campaign_run):
                                   for cpu in by_cell[(variant, row[0])]["cpus"]
                                   if not cpu.get("no_wakeup"))] for variant in VARIANTS]
         for quantile, shown in zip(quantiles, row[2:], strict=True):
-            expected = compare_variants(*runs, quantile=quantile, confidence=each,
-                                        seed=_seed("qemu-rpi3", row[0], 1000, quantile))
+            expected = compare_variants(
+                *runs, quantile=quantile, confidence=each,
+                seed=comparison_seed("qemu-rpi3", row[0], 1000, quantile))
             assert shown == expected.verdict
     # one run each: the report says the spread is unknown
     assert "one run of each variant: their run-to-run spread is unknown" in summary

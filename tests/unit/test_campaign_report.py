@@ -12,7 +12,7 @@ import pytest
 
 from rtlab import cli
 from rtlab.campaign.spec import load_campaign
-from rtlab.report.campaign import collect, markdown
+from rtlab.report.campaign import collect, comparison_seed, markdown
 from rtlab.report.campaign_page import write_campaign_report
 from rtlab.store import ingest_folder, open_store
 from rtlab.store.models import Run
@@ -121,7 +121,7 @@ def test_each_pair_row_is_the_comparison_of_the_records_and_finds_the_known_cost
                 for variant in ("preempt-rt", "preempt-rt-hardened")]
         for quantile, shown in zip(campaign.quantiles, row[2:], strict=True):
             shift = compare_variants(*runs, quantile=quantile, confidence=each,
-                                     seed=_seed(row[0], quantile))
+                                     seed=seed_of(row[0], quantile))
             assert shown == shift.verdict
     # the model's truth: hackbench 12 µs later, idle unchanged
     data = written.data
@@ -132,10 +132,8 @@ def test_each_pair_row_is_the_comparison_of_the_records_and_finds_the_known_cost
     assert idle.shifts[0].outcome == NO_MEASURABLE_CHANGE
 
 
-def _seed(scenario, quantile):
-    from rtlab.report.campaign import _seed as seed
-
-    return seed("imx6q", scenario, 1000, quantile)
+def seed_of(scenario, quantile):
+    return comparison_seed("imx6q", scenario, 1000, quantile)
 
 
 def test_the_max_is_never_shown_alone(written):
