@@ -5,6 +5,11 @@
 #                        TIER=gate: the test stage as a lab's push runs it;
 #                        TUNE=1: as a scheduled pipeline, whose tune job proposes
 #                        thresholds from the demos' history to a stand-in GitLab)
+#   make demo CAMPAIGN=hardening  a campaign of campaigns/ on the virtual rack: every
+#                        variant's kernel (built: hardening and preemption compile theirs,
+#                        10-20 min each on two cores from cold; debian takes Debian's),
+#                        images, short runs (DURATION, default 10 s per case), the report
+#                        (PIPELINE=1 CAMPAIGN=debian: as a pipeline started by hand)
 #   make test            lint + all tests of rtlab itself, incl. the virtual rack
 #   make test-kernel     the i.MX6Q preempt-rt kernel built from source, booted on the
 #                        virtual rack, one option changed, rebuilt and booted again
@@ -21,6 +26,7 @@ lint: bootstrap
 	$(VENV)/ruff check rtlab tests bench conftest.py
 	$(VENV)/rtlab thresholds check
 	$(VENV)/rtlab env check
+	$(VENV)/rtlab campaign check
 	$(VENV)/rtlab lava validate jobs
 	$(VENV)/check-jsonschema --builtin-schema vendor.gitlab-ci .gitlab-ci.yml
 	$(VENV)/hadolint --config docker/hadolint.yaml docker/ci/Dockerfile docker/exporter/Dockerfile
@@ -35,4 +41,4 @@ test-kernel: bootstrap
 	$(VENV)/pytest -s -ra tests/kernel
 
 demo: bootstrap
-	$(if $(PIPELINE),$(VENV)/python bench/pipeline_times.py --keep out/pipeline-demo $(if $(KERNEL),--kernel $(KERNEL)) $(if $(TIER),--tier $(TIER)) $(if $(TUNE),--tune),$(VENV)/rtlab demo $(if $(FULL),--full))
+	$(if $(PIPELINE),$(VENV)/python bench/pipeline_times.py --keep out/pipeline-demo $(if $(KERNEL),--kernel $(KERNEL)) $(if $(TIER),--tier $(TIER)) $(if $(TUNE),--tune) $(if $(CAMPAIGN),--campaign $(CAMPAIGN)),$(if $(CAMPAIGN),$(VENV)/rtlab campaign run $(CAMPAIGN) --duration $(or $(DURATION),10),$(VENV)/rtlab demo $(if $(FULL),--full)))

@@ -2,7 +2,7 @@
 the wall time of each stage.
 
     .venv/bin/python bench/pipeline_times.py [--duration 10] [--keep DIR] [--kernel POLICY]
-                                             [--tier gate] [--tune]
+                                             [--tier gate] [--tune] [--campaign NAME]
 
 It makes a temporary clone of the working tree (tracked and not-ignored files committed on
 `main`, pushed to an `origin` whose default branch is `main`: gitlab-ci-local reads the
@@ -24,6 +24,10 @@ records into it), a stand-in GitLab on loopback (rtlab.vlab.gitlab) serving the 
 scoped to the job's environment (gitlab-ci-local's variables file), as a lab sets
 RTLAB_TUNE_TOKEN. At the end it prints the merge request the job opened or updated, and
 whether the token appears anywhere in the pipeline's output or artifacts.
+
+With ``--campaign NAME`` it runs the pipeline as a person's "Run pipeline"
+with ``RTLAB_CAMPAIGN=NAME`` (``CI_PIPELINE_SOURCE=web``): the campaign's jobs instead of
+the push's, ``--duration`` seconds per case (``make demo PIPELINE=1 CAMPAIGN=debian``).
 """
 
 from __future__ import annotations
@@ -374,7 +378,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="run it as a scheduled pipeline whose tune job proposes "
                              "thresholds from the virtual rack's history (the store every "
                              "--tune demo extends) to a stand-in GitLab")
+    parser.add_argument("--campaign", help="run this campaign of campaigns/ as a pipeline "
+                                           "started by hand (RTLAB_CAMPAIGN), every case "
+                                           "--duration seconds, one place per board type")
     args = parser.parse_args(argv)
+    if args.tune and args.campaign:
+        parser.error("--tune (a scheduled pipeline of the gate) and --campaign (a study "
+                     "started by hand) are different pipelines: choose one")
 
     config = load_config(paths.default_vlab_config())
     state_dir = paths.vlab_state_dir()
@@ -401,6 +411,11 @@ def main(argv: list[str] | None = None) -> int:
                               "RTLAB_DURATION": str(3 * args.duration)})
             print(f"test stage: tier {args.tier}, every board of a type, adaptive "
                   f"{args.duration} s windows up to {3 * args.duration} s", flush=True)
+        if args.campaign:
+            # "Run pipeline" by hand: the only way (with schedules) a campaign runs
+            variables.update({"RTLAB_CAMPAIGN": args.campaign, "CI_PIPELINE_SOURCE": "web",
+                              "RTLAB_CAMPAIGN_DURATION": str(args.duration)})
+            print(f"campaign {args.campaign}: {args.duration} s per case", flush=True)
         tune = TuneDemo.start(work, tmp) if args.tune else None
         if tune is not None:
             variables.update(tune.variables())
@@ -417,8 +432,9 @@ def main(argv: list[str] | None = None) -> int:
         if tune is not None:
             print(tune.finish(run))
         failed = [job.name for job in run.jobs.values() if job.status == "FAIL"]
-        print(f"\nartifacts: {work / 'out'} (JUnit in out/test/*/, report in out/report/)"
-              if args.keep else "")
+        where = ("out/campaign/*/test/, report in out/campaign-report/" if args.campaign
+                 else "out/test/*/, report in out/report/")
+        print(f"\nartifacts: {work / 'out'} (JUnit in {where})" if args.keep else "")
         if failed:
             print(f"failed jobs: {', '.join(failed)}")
         return run.exit_code

@@ -15,6 +15,8 @@ The packages in the order data flows, from a push to a verdict and a report:
 - :mod:`rtlab.report`        trends, histograms, comparisons: HTML, PNG, metrics, summary
 - :mod:`rtlab.tuning`        threshold suggestions and replays from the stored history,
                              proposed as the lab's own merge request
+- :mod:`rtlab.campaign`      a study across kernel variants (``campaigns/*.yaml``): the file,
+                             each variant's identity, the stages above looped per variant
 - :mod:`rtlab.util`          paths, the infrastructure error, file readers that name the line
 
 Every package with commands registers them the same way (``<package>/cli.py``:

@@ -6,7 +6,9 @@ import importlib
 import sys
 
 # the packages along the data path, each adding its commands (<package>/cli.py: register)
-PACKAGES = ("kernel", "image", "lab", "vlab", "lava", "verdict", "store", "report")
+# (campaign last: it drives the stages before it, for a study across kernel variants)
+PACKAGES = ("kernel", "image", "lab", "vlab", "lava", "verdict", "store", "report",
+            "campaign")
 
 
 def parser() -> argparse.ArgumentParser:

@@ -141,6 +141,10 @@ def build_image(
     if given and given.get("provided") is not None:
         # the build stage's choice and reason (rtlab kernel provide) goes into the manifest
         inputs["kernel_provided"] = given["provided"]
+    if given and given.get("variant") is not None:
+        # a campaign's kernel variant (rtlab.campaign): its name is the series its results
+        # are filed under, so an image of another variant is another image
+        inputs["variant"] = given["variant"]
     inputs = json.loads(json.dumps(inputs))  # as it reads back from the manifest
     reused = _reusable(dest, previous, inputs, apt)
     if reused is not None:
@@ -509,6 +513,7 @@ class _Builder:
             "image_id": sd_sha[:16],
             "board": model.name,
             "flavour": self.flavour,
+            **({"variant": inputs["variant"]} if "variant" in inputs else {}),
             "arch": model.arch,
             "build_time": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "kernel": {

@@ -6,11 +6,21 @@ import re
 from pathlib import Path
 from typing import Any
 
+from rtlab.campaign.identity import read_variant
 from rtlab.image.build import SCHEMA_VERSION
 from rtlab.util.jsonfile import JsonFileError, json_line_of, load_json, require
 
 WHAT = "image manifest"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def series_flavour(manifest: dict[str, Any]) -> str | None:
+    """The flavour an image's results are filed under: a campaign variant's name, else
+    the image's flavour (std, rt)."""
+    variant = manifest.get("variant")
+    if isinstance(variant, dict) and variant.get("name"):
+        return str(variant["name"])
+    return manifest.get("flavour")
 
 
 def read_image_manifest(path: Path) -> dict[str, Any]:
@@ -43,6 +53,8 @@ def read_image_manifest(path: Path) -> dict[str, Any]:
                                 f"'source' must be 'debian' or 'build', got {source!r}")
         if source == "build":
             require(path, kernel, "build", (dict,), f"{WHAT} 'kernel'")
+    if "variant" in manifest:
+        read_variant(path, manifest, WHAT)
     sd_image = require(path, manifest, "sd_image", (dict,), WHAT)
     sha256 = require(path, sd_image, "sha256", (str,), f"{WHAT} 'sd_image'")
     if not _SHA256.fullmatch(sha256):

@@ -148,8 +148,9 @@ def _env_check(args: argparse.Namespace) -> int:
 
 def _release_command(args: argparse.Namespace) -> int:
     path = Path(args.file)
-    # a folder: every place of a shared plan left a state file of its own there
-    files = (sorted(path.glob("reservation*.json")) or [path / reservation.RESERVATION_FILE]
+    # a folder: every place of a shared plan left a state file of its own there, and a
+    # campaign's test job one per variant and run below it
+    files = (sorted(path.rglob("reservation*.json")) or [path / reservation.RESERVATION_FILE]
              if path.is_dir() else [path])
     worst = 0
     for state_file in files:
@@ -238,7 +239,8 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
         "release", help="release the place and cancel the reservation a state file names "
                         "(nothing to do when the run ended cleanly)")
     release_parser.add_argument("file", help=f"the run's {reservation.RESERVATION_FILE}, or "
-                                             "its --out folder (every reservation*.json)")
+                                             "its --out folder (every reservation*.json in "
+                                             "it and below)")
     release_parser.add_argument("--coordinator",
                                 help="coordinator (default: the one in the file)")
     release_parser.set_defaults(func=_release_command)

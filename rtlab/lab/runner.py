@@ -173,13 +173,21 @@ def _run_pytest(cmd: list[str], env: dict[str, str]) -> int:
             raise
 
 
+# set by a caller that makes several runs of one place in one CI job (a campaign: one per
+# variant and repeat, each with its own image): it tells those runs apart
+RUN_PART_VARIABLE = "RTLAB_RUN_PART"
+
+
 def run_id(place: str) -> str:
     """The id every record of one run carries: the CI job when there is one (a retried
-    job is a new job), else the place and a random part; a caller may set its own."""
+    job is a new job; ``$RTLAB_RUN_PART`` names the run within it), else the place and a
+    random part; a caller may set its own."""
     if os.environ.get(RUN_ID_VARIABLE):
         return os.environ[RUN_ID_VARIABLE]
     if os.environ.get("CI_JOB_ID"):
-        return f"gitlab:{os.environ.get('CI_PIPELINE_ID', '')}:{os.environ['CI_JOB_ID']}:{place}"
+        part = os.environ.get(RUN_PART_VARIABLE)
+        return (f"gitlab:{os.environ.get('CI_PIPELINE_ID', '')}:{os.environ['CI_JOB_ID']}:"
+                f"{place}" + (f":{part}" if part else ""))
     return f"run:{place}:{uuid.uuid4().hex[:16]}"
 
 

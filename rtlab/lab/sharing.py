@@ -18,6 +18,8 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
 
+from rtlab.campaign.identity import RUN_VARIABLE as CAMPAIGN_RUN_VARIABLE
+from rtlab.image.manifest import series_flavour
 from rtlab.lab.health import healthy_filters
 from rtlab.lab.queue import Leftover, leftovers, stopped_workers
 from rtlab.lab.reservation import LabgridClient, filters_for, matching
@@ -115,12 +117,18 @@ def write_leftovers(sharing: Sharing, *, board: str, image: Path, out_dir: Path)
         store.close()
     if not left:
         return []
-    flavour = image_manifest_for(os.fspath(image)).get("flavour", "unknown")
+    manifest = image_manifest_for(os.fspath(image))
+    # a campaign variant's cases are filed under its name, like its measured ones
+    flavour = series_flavour(manifest) or "unknown"
+    identity = ({"variant": manifest["variant"],
+                 "campaign_run": os.environ.get(CAMPAIGN_RUN_VARIABLE) or None}
+                if manifest.get("variant") else {})
     why_stopped = "; ".join(f"{place}: {reason}" for place, reason in sorted(stopped.items()))
     records = []
     for case in left:
-        records.append(_leftover_record(case, board=board, flavour=flavour, plan=sharing.plan,
-                                        why_stopped=why_stopped))
+        records.append({**_leftover_record(case, board=board, flavour=flavour,
+                                           plan=sharing.plan, why_stopped=why_stopped),
+                        **identity})
     paths = [write_record(out_dir / "results", record) for record in records]
     write_junit(out_dir / f"junit-unmeasured-{os.getpid()}.xml",
                 _junit(records, paths, label="unmeasured cases of the plan"))

@@ -158,6 +158,7 @@ class _Case:
         self.facts["load_cpus"] = load_cpus
         window = self.window(case.parts(), plan.load_cpu_count(case), load_cpus)
         self.facts["load_check"] = {**window.load_facts,
+                                    "loadavg_before": window.loadavg_before,
                                     "temperatures_mc": list(map(list, window.temperatures_mc))}
         if window.exit_code != 0:
             raise CaseError(f"cyclictest exited {window.exit_code}: {window.output}")

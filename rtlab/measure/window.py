@@ -95,6 +95,8 @@ class Window:
     loadavg: str
     temperatures_mc: tuple[tuple[int, ...], tuple[int, ...]]
     load_facts: dict[str, Any]
+    loadavg_before: str | None = None
+    """/proc/loadavg as the window opened (None: a runner's log from before it was read)."""
 
 
 def window_script(program: Sequence[str], loads: Sequence[StartedLoad], cpus: int,
@@ -112,7 +114,10 @@ def window_script(program: Sequence[str], loads: Sequence[StartedLoad], cpus: in
     start.append(f"sleep {LOAD_MARGIN_S}" if loads else "true")
     begin = [f"rm -f {PROGRAM_RC} {PROGRAM_RC}.tmp {PROGRAM_OUT}"]
     begin += [probe_command(load) for load in loads if load.part.probe]
-    begin += [f"echo {MARK}thermal", THERMAL, f"echo {MARK}stat",
+    # the board's state as the window opens, against which its end is read: the load
+    # average (a window should start as loaded as it ends) and the temperatures
+    begin += [f"echo {MARK}loadavg-before", "cat /proc/loadavg",
+              f"echo {MARK}thermal", THERMAL, f"echo {MARK}stat",
               "cat /proc/stat",
               # written whole or not at all: the end action waits for the file to exist
               f"({shlex.join(program)}; echo $? >{PROGRAM_RC}.tmp; mv {PROGRAM_RC}.tmp "
@@ -419,6 +424,7 @@ class WindowStart:
     probes: dict[int, str]
     temperatures_mc: tuple[int, ...]
     cpu_times: CpuTimes
+    loadavg: str | None = None
 
     @classmethod
     def parse(cls, program: Sequence[str], lines: Sequence[str],
@@ -428,9 +434,14 @@ class WindowStart:
         if f"{MARK}started" not in lines:
             raise ProgramFailed(f"{program[0]} was not started: {lines[-5:]}")
         split = lines.index(f"{MARK}stat")
+        loadavg = None
+        if f"{MARK}loadavg-before" in lines:
+            at = lines.index(f"{MARK}loadavg-before") + 1
+            loadavg = lines[at].strip() if at < len(lines) else None
         return cls(probes=parse_probes(lines, loads),
                    temperatures_mc=_temperatures(lines[lines.index(f"{MARK}thermal") + 1:split]),
-                   cpu_times=CpuTimes.parse("\n".join(lines[split + 1:]), load_cpus))
+                   cpu_times=CpuTimes.parse("\n".join(lines[split + 1:]), load_cpus),
+                   loadavg=loadavg)
 
 
 def program_exit_code(program: Sequence[str], end_lines: Sequence[str]) -> int:
@@ -459,7 +470,7 @@ def judge_window(program: Sequence[str], parts: Sequence[LoadPart], opened: Wind
     evidence = parse_evidence(end_lines, loads, opened.probes)
     facts = _verify(parts, evidence, utilisation, loadavg, cpus, duration_s, stream)
     return Window(exit_code, output, utilisation, loadavg,
-                  (opened.temperatures_mc, temps_after), facts)
+                  (opened.temperatures_mc, temps_after), facts, opened.loadavg)
 
 
 def _stop(shell: Shell, stream: "HostStream | None", loads: Sequence[StartedLoad],

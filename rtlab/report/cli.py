@@ -22,9 +22,40 @@ def _report_link(out_dir: Path) -> str | None:
     return f"{job_url}/artifacts/file/{relative.as_posix()}"
 
 
+def _campaign_report(args: argparse.Namespace) -> int:
+    from rtlab.campaign.spec import load_campaign
+    from rtlab.report.campaign_page import write_campaign_report
+
+    campaign = load_campaign(args.campaign)
+    store = open_store(args.db)
+    try:
+        written = write_campaign_report(store, campaign, Path(args.out),
+                                        campaign_run=args.campaign_run)
+    finally:
+        store.close()
+    data = written.data
+    outcomes: dict[str, int] = {}
+    for row in data.pairs:
+        for shift in row.shifts:
+            outcomes[shift.outcome] = outcomes.get(shift.outcome, 0) + 1
+    print(f"campaign {campaign.name}, execution {data.campaign_run}: {len(data.cells)} cells "
+          f"on {', '.join(data.boards)}; shifts: "
+          + (", ".join(f"{count} {outcome}" for outcome, count in outcomes.items())
+             or "none compared"))
+    print(f"report:  {written.html} ({len(written.pngs)} figures beside it)")
+    print(f"summary: {written.summary}")
+    print(f"tables:  {written.json}")
+    return 0
+
+
 def _report(args: argparse.Namespace) -> int:
     from rtlab.report.build import write_report
     from rtlab.report.data import group_name
+
+    if args.campaign:
+        return _campaign_report(args)
+    if args.campaign_run:
+        raise ValueError("--campaign-run names an execution of a campaign: give --campaign")
 
     if args.baseline_runs < 0 or args.max_series < 0:
         raise ValueError("--baseline-runs and --max-series must not be negative")
@@ -98,6 +129,13 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     report.add_argument("--tail-estimates", action="store_true",
                         help="add a tail estimate per case (peaks over threshold: chance "
                              "of crossing max_us per hour); about 0.1 s per case")
+    report.add_argument("--campaign", metavar="NAME",
+                        help="instead: the report of a campaign (campaigns/NAME.yaml or a "
+                             "file): per board the maximum, quantiles and average against "
+                             "the load per variant, every pair's shift per quantile with its "
+                             "interval, the load proof, per-CPU histograms")
+    report.add_argument("--campaign-run", metavar="ID",
+                        help="with --campaign: which execution (default: the newest)")
     report.add_argument("--report-url",
                         help="link to the page in summary.md (default in a GitLab job: "
                              "its artifact URL)")

@@ -328,6 +328,10 @@ def _new_run(key: str, records: list[Mapping[str, Any]], now: datetime.datetime)
         pipeline_id=first("ci", "CI_PIPELINE_ID"), job_id=first("ci", "CI_JOB_ID"),
         commit_sha=first("ci", "CI_COMMIT_SHA"), ref_name=first("ci", "CI_COMMIT_REF_NAME"),
         merge_request_iid=first("ci", "CI_MERGE_REQUEST_IID"),
+        campaign=first("variant", "campaign"), campaign_run=first("campaign_run"),
+        variant=first("variant", "name"), kernel_flavour=first("variant", "kernel_flavour"),
+        fragments=first("variant", "fragments"),
+        thresholds_flavour=first("thresholds_flavour"),
         started=None, finished=None, ingested_at=now,
     )
 

@@ -40,6 +40,7 @@ class Run(Base):
     ``rtlab run``. ``run_key`` is unique: the record's ``run_id`` (set by ``rtlab run``)."""
 
     __tablename__ = "runs"
+    __table_args__ = (Index("ix_runs_campaign_run", "campaign", "campaign_run"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     run_key: Mapped[str] = mapped_column(String(200), unique=True)
@@ -58,6 +59,16 @@ class Run(Base):
     commit_sha: Mapped[str | None] = mapped_column(String(64))
     ref_name: Mapped[str | None] = mapped_column(String(255))
     merge_request_iid: Mapped[str | None] = mapped_column(String(50))
+    # a campaign's kernel variant (rtlab.campaign): its name (the run's flavour), what it
+    # is built from (a kernel/flavours.yaml flavour and extra fragments; neither for a
+    # Debian kernel), the thresholds.yaml flavour it was judged by, and which campaign
+    # execution measured it
+    campaign: Mapped[str | None] = mapped_column(String(100))
+    campaign_run: Mapped[str | None] = mapped_column(String(200))
+    variant: Mapped[str | None] = mapped_column(String(100))
+    kernel_flavour: Mapped[str | None] = mapped_column(String(100))
+    fragments: Mapped[list[str] | None] = mapped_column(JSON)
+    thresholds_flavour: Mapped[str | None] = mapped_column(String(100))
     started: Mapped[datetime.datetime] = mapped_column(DateTime(timezone=True))
     finished: Mapped[datetime.datetime | None] = mapped_column(DateTime(timezone=True))
     ingested_at: Mapped[datetime.datetime] = mapped_column(DateTime(timezone=True))

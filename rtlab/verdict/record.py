@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from rtlab.campaign.identity import read_variant
 from rtlab.util.jsonfile import JsonFileError, json_line_of, load_json, require
 
 SCHEMA = "rtlab.result/2"
@@ -86,6 +87,12 @@ def read_record(path: Path) -> dict[str, Any]:
         raise JsonFileError(f"{path}:{json_line_of(record, 'verdict')}: {WHAT} 'verdict' "
                             f"{verdict!r}, expected one of: {', '.join(VERDICTS)}")
     require(path, record, "message", (str,), WHAT)
+    # a campaign's kernel variant (its name is the record's flavour) and its execution
+    if "variant" in record:
+        read_variant(path, record, WHAT)
+    for key in ("campaign_run", "thresholds_flavour"):
+        if key in record:
+            require(path, record, key, (str, type(None)), WHAT)
     if "cpus" in record:
         cpus = require(path, record, "cpus", (list,), WHAT)
         for index, cpu in enumerate(cpus):

@@ -5,6 +5,11 @@ Limits are inherited down ``defaults`` → ``boards.<board>`` → ``flavours.<fl
 level above. Every limit carries the file and line it came from and the nearest ``reason``,
 so a failed gate says which reviewed line it failed against and why that line says so.
 
+A flavour is ``std`` or ``rt`` (Debian's stock and RT kernels, the pipeline's two series)
+or a flavour of ``kernel/flavours.yaml`` (``preempt-none`` … ``preempt-rt-hardened``), so
+that each kernel a campaign builds can be judged by limits of its own; a name that is
+neither is an error with its line, since a misspelt flavour would never be looked up.
+
 A level may also set ``statistics:``, the policy of the statistical verdicts of
 :mod:`rtlab.verdict.stats` (the exceedance probability of the tail bound, the quantile of the
 regression test, and whether either may fail the case); its keys are inherited one by one
@@ -21,6 +26,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import MarkedYAMLError
 
+from rtlab.kernel.spec import THRESHOLDS_FLAVOURS, load_flavours
 from rtlab.measure.rttests import TESTS
 from rtlab.measure.suite import Suite, load_suite
 from rtlab.util.paths import REPO_ROOT, repo_display
@@ -214,12 +220,20 @@ def _resolve(display: str, path: list[_Level]) -> dict[str, Threshold]:
     return result
 
 
-def load_thresholds(path: Path | None = None, suite: Suite | None = None) -> Thresholds:
+def known_flavours() -> tuple[str, ...]:
+    """The flavours a thresholds file may name: Debian's two and kernel/flavours.yaml's."""
+    return (*THRESHOLDS_FLAVOURS, *load_flavours())
+
+
+def load_thresholds(path: Path | None = None, suite: Suite | None = None,
+                    flavours: tuple[str, ...] | None = None) -> Thresholds:
     """Load and validate a thresholds file (the repository's ``thresholds.yaml`` by
     default) for ``suite``, whose scenarios and rt-tests are the names the file may use
-    (default: the repository's suite file). Every error names the file and line."""
+    (default: the repository's suite file), and ``flavours``, the flavour names it may use
+    (default: :func:`known_flavours`). Every error names the file and line."""
     path = DEFAULT_PATH if path is None else path
     suite = load_suite() if suite is None else suite
+    flavours = known_flavours() if flavours is None else flavours
     scenarios = (*suite.scenarios, *suite.rt_tests)
     tools = {name: "functional rt-test" if TESTS[name].functional else "rt-test"
              for name in suite.rt_tests}
@@ -234,7 +248,7 @@ def load_thresholds(path: Path | None = None, suite: Suite | None = None) -> Thr
         mark = error.problem_mark or error.context_mark
         line = mark.line + 1 if mark is not None else 0
         raise ThresholdsError(f"{display}:{line}: invalid YAML: {error.problem}") from error
-    return _Loader(display, scenarios, tools).top(doc)
+    return _Loader(display, scenarios, tools, flavours).top(doc)
 
 
 @attr.frozen
@@ -243,6 +257,8 @@ class _Loader:
     scenarios: tuple[str, ...]
     tools: Mapping[str, str]
     """The rt-tests among ``scenarios``, by name: their kind of level."""
+    flavours: tuple[str, ...] = THRESHOLDS_FLAVOURS
+    """The flavour names a board may list."""
 
     def error(self, line: int, what: str) -> ThresholdsError:
         return ThresholdsError(f"{self.display}:{line}: {what}")
@@ -363,6 +379,9 @@ class _Loader:
             if below == "scenario" and name not in self.scenarios:
                 raise self.error(line_of(mapping, name), f"unknown scenario {name!r} "
                                  f"(expected one of: {', '.join(self.scenarios)})")
+            if below == "flavour" and name not in self.flavours:
+                raise self.error(line_of(mapping, name), f"unknown flavour {name!r} "
+                                 f"(expected one of: {', '.join(self.flavours)})")
             result[name] = self.level(mapping, name, self.tools.get(name, below),
                                       f"{where}.{child_key}.{name}")
         return result

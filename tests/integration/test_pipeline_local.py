@@ -103,6 +103,41 @@ def test_a_change_outside_the_boards_paths_runs_no_board_job(clone, gitlab_ci_lo
     assert all(when[name] == "never" for name in board_jobs), when
 
 
+def listed_when(clone: Path, gitlab_ci_local: Path, *variables: str) -> dict[str, str]:
+    """What gitlab-ci-local would run, by job: on_success, always or never."""
+    argv = [str(gitlab_ci_local), "--list-csv-all", "--no-color",
+            "--ignore-predefined-vars", "CI_PIPELINE_SOURCE"]
+    for variable in variables:
+        argv += ["--variable", variable]
+    listed = subprocess.run(argv, cwd=clone, capture_output=True, text=True,
+                            check=True).stdout
+    return {row.split(";")[0]: row.split(";")[2] for row in listed.splitlines()[1:]
+            if row.count(";") >= 3}
+
+
+def test_a_campaign_runs_only_when_a_person_or_a_schedule_names_one(tmp_path,
+                                                                   gitlab_ci_local):
+    # the default branch, where a push runs every board job
+    clone = pipeline_times.make_clone(tmp_path / "clone", branch=None)
+    campaign = [name for name in listed_when(clone, gitlab_ci_local)
+                if name.startswith("campaign-")]
+    assert len(campaign) == 7  # kernel, image and test per board type, and the report
+    for source, runs_campaign in (("push", False), ("web", True), ("schedule", True)):
+        when = listed_when(clone, gitlab_ci_local, f"CI_PIPELINE_SOURCE={source}",
+                           "RTLAB_CAMPAIGN=hardening")
+        board = [name for name in when if name.split(":")[0] in
+                 ("kernel", "sd-image", "test", "report")]
+        assert len(board) == 13
+        # a push never runs a study; a campaign pipeline runs nothing but the study
+        assert all((when[name] == "never") == runs_campaign for name in board), (source, when)
+        assert all((when[name] != "never") == runs_campaign for name in campaign), when
+        assert when["lint"] == "on_success"
+    # without a campaign named, a pipeline started by hand is the usual one
+    when = listed_when(clone, gitlab_ci_local, "CI_PIPELINE_SOURCE=web")
+    assert all(when[name] == "never" for name in campaign)
+    assert when["test: [rpi3,rt]"] == "on_success"
+
+
 def test_a_broken_image_is_an_error(vlab, clone, rack_variables, tmp_path):
     pipeline_times.commit_change(clone, "image: a broken init", {
         "rtlab/image/files/init": lambda text: text.replace(

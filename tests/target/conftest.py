@@ -11,6 +11,8 @@ from labgrid.driver.exception import ExecutionError
 from labgrid.exceptions import NoResourceFoundError
 from labgrid.resource.remote import RemotePlace
 
+from rtlab.campaign.identity import RUN_VARIABLE as CAMPAIGN_RUN_VARIABLE
+from rtlab.image.manifest import series_flavour
 from rtlab.lab.strategy import caused_by
 from rtlab.measure.loads import HostTraffic
 from rtlab.measure.rttests import TESTS
@@ -106,10 +108,22 @@ def board_name(request, place, place_tags) -> str:
 
 @pytest.fixture(scope="session")
 def flavour(request, image_manifest) -> str:
-    value = request.config.option.rt_flavour or image_manifest.get("flavour")
+    """The series the results are filed under (board/<flavour>/...): the image's flavour,
+    or a campaign variant's name."""
+    value = request.config.option.rt_flavour or series_flavour(image_manifest)
     if not value:
         raise pytest.UsageError("no flavour in the image manifest: give --rt-flavour")
     return value
+
+
+@pytest.fixture(scope="session")
+def thresholds_flavour(request, image_manifest, flavour) -> str:
+    """The thresholds.yaml flavour the kernel is judged by: a campaign variant's own
+    (each preemption model its own limits), else the series' flavour."""
+    variant = image_manifest.get("variant") or {}
+    if request.config.option.rt_flavour or not variant.get("thresholds"):
+        return flavour
+    return variant["thresholds"]
 
 
 @pytest.fixture(scope="session")
@@ -284,7 +298,7 @@ def trace_choice(request, board_name, flavour, thresholds):
 
 @pytest.fixture
 def begin_case(request, record, record_xml_attribute, board_name, flavour, place,
-               image_manifest):
+               image_manifest, thresholds_flavour):
     """``begin_case(name, **facts)`` names the test case board/flavour/name and starts its
     result record. The name and parameters go in before the board is asked anything, so
     that even a board that never boots leaves a record that says what was to run."""
@@ -303,6 +317,11 @@ def begin_case(request, record, record_xml_attribute, board_name, flavour, place
                            if k != "modules"},
                 "sd_image_sha256": image_manifest.get("sd_image", {}).get("sha256"),
             },
+            "thresholds_flavour": thresholds_flavour,
+            # a campaign's kernel variant, and which execution of the campaign this is
+            **({"variant": image_manifest["variant"],
+                "campaign_run": os.environ.get(CAMPAIGN_RUN_VARIABLE) or None}
+               if image_manifest.get("variant") else {}),
             **facts,
         })
         # the shell first: it records the boot and flash attempts made for this case

@@ -17,8 +17,9 @@ from rtlab.verdict.judge import judge_latency
 
 
 @pytest.fixture
-def measurement(request, begin_case, board_name, flavour, thresholds, record, suite,
-                record_property, scenario, interval_us, host_traffic, place_tags, progress):
+def measurement(request, begin_case, board_name, thresholds_flavour, thresholds, record,
+                suite, record_property, scenario, interval_us, host_traffic, place_tags,
+                progress):
     """Run the loads and cyclictest; anything that goes wrong here is an error."""
     duration_s = request.config.option.rt_duration
     # the loads as this board runs them (the suite may scale them per board)
@@ -28,10 +29,11 @@ def measurement(request, begin_case, board_name, flavour, thresholds, record, su
                       interval_us=interval_us)
     shell = request.getfixturevalue("shell")
     system_info = request.getfixturevalue("system_info")
-    limits = thresholds.lookup(board_name, flavour, scenario.name, interval_us)
+    limits = thresholds.lookup(board_name, thresholds_flavour, scenario.name, interval_us)
     record.facts["thresholds"] = {m: {"value": t.value, "source": t.source}
                                   for m, t in limits.items()}
-    policy = thresholds.statistics(board_name, flavour, scenario.name, interval_us)
+    policy = thresholds.statistics(board_name, thresholds_flavour, scenario.name,
+                                   interval_us)
     record.facts["statistics"] = {"exceedance_probability": policy.exceedance_probability,
                                   "quantile": policy.quantile, "gating": policy.gating,
                                   "sources": dict(policy.sources)}
@@ -87,7 +89,10 @@ def measurement(request, begin_case, board_name, flavour, thresholds, record, su
             def after_window(index: int, window) -> str | None:
                 _program_ran(window)
                 per_window.append({"cpu_utilisation": window.load_facts["cpu_utilisation"],
-                                   "loadavg": window.loadavg})
+                                   "loadavg_before": window.loadavg_before,
+                                   "loadavg": window.loadavg,
+                                   "temperatures_mc": list(map(list,
+                                                               window.temperatures_mc))})
                 return adaptive.add(read_result(),
                                     broke=tracing is not None and _broke(window.output))
 
@@ -113,7 +118,7 @@ def measurement(request, begin_case, board_name, flavour, thresholds, record, su
         raise
     if tracing is not None:
         _bring_trace_back(request, shell, record, tracing, outputs)
-    record.facts["load_check"] = {**window.load_facts,
+    record.facts["load_check"] = {**window.load_facts, "loadavg_before": window.loadavg_before,
                                   "temperatures_mc": list(map(list, window.temperatures_mc))}
     record_property("cpu_utilisation", f"{window.utilisation:.3f}")
     record.facts["cpus"] = judged.cpus

@@ -19,8 +19,8 @@ from rtlab.verdict.judge import judge_rt_tool, rt_tool_limits
 
 
 @pytest.fixture
-def rt_run(request, begin_case, board_name, flavour, thresholds, record, suite, rt_test,
-           progress):
+def rt_run(request, begin_case, board_name, thresholds_flavour, thresholds, record, suite,
+           rt_test, progress):
     """Run one tool on the idle board; anything that goes wrong here is an error."""
     duration_s = request.config.option.rt_duration
     case = begin_case(rt_test, scenario=rt_test, loads={})
@@ -50,7 +50,7 @@ def rt_run(request, begin_case, board_name, flavour, thresholds, record, suite, 
         raise InfrastructureError(str(error)) from error
     if isinstance(result, rttests.FunctionalResult):
         return result, {}
-    limits = rt_tool_limits(thresholds.lookup(board_name, flavour, rt_test))
+    limits = rt_tool_limits(thresholds.lookup(board_name, thresholds_flavour, rt_test))
     record.facts["thresholds"] = {m: {"value": t.value, "source": t.source}
                                   for m, t in limits.items()}
     return result, limits

@@ -86,8 +86,8 @@ def test_unknown_names_list_the_valid_ones():
     rack = load_config(ENV / "vlab.yaml")
     cases = [
         (lambda: thresholds.lookup("imx8", "rt", "idle"), "no board 'imx8' (valid: imx6q, "),
-        (lambda: thresholds.lookup("imx6q", "preempt", "idle"),
-         "board 'imx6q' has no flavour 'preempt' (valid: "),
+        (lambda: thresholds.lookup("imx6q", "preempt-lazy", "idle"),
+         "board 'imx6q' has no flavour 'preempt-lazy' (valid: "),
         (lambda: thresholds.lookup("imx6q", "rt", "cpu99"),
          "unknown scenario 'cpu99' (valid: idle, "),
         (lambda: suite.scenario("cpu99"), "no scenario 'cpu99' (valid: idle, "),
@@ -356,3 +356,93 @@ def test_a_hostile_disk_load_folder_is_a_folder_name_to_the_shell(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "wrote" in done.stdout
     assert not (tmp_path / "pwned").exists() and not (folder / "pwned").exists()
+
+
+# -- campaign file -------------------------------------------------------------------------
+
+CAMPAIGNS = REPO_ROOT / "campaigns"
+
+
+@pytest.mark.parametrize(("edit", "at", "expected"), [
+    # an unknown flavour, board and scenario, and a typo in a key: each named with its line
+    (("    flavour: preempt-rt\n    fragments:", "    flavour: preempt-rtt\n    fragments:"),
+     "preempt-rtt", "variants.preempt-rt-hardened: unknown flavour 'preempt-rtt' (valid: "
+                    "preempt-none, preempt-voluntary, preempt, preempt-rt, "
+                    "preempt-rt-hardened)"),
+    (("boards: [imx6q, rpi3]", "boards: [imx6q, rpi4]"), "boards:",
+     "unknown board 'rpi4' (valid: imx6q, rpi3)"),
+    (("scenarios: [idle, cpu25,", "scenarios: [idle, cpu20,"), "scenarios:",
+     "unknown scenario 'cpu20' (valid: idle, cpu25, "),
+    (("intervals_us: [100, 1000]", "interval_us: [100, 1000]"), "interval_us:",
+     "unknown key 'interval_us' (expected one of: description, variants, boards, "
+     "scenarios, intervals_us, "),
+    (("    fragments: [hardening.config]", "    fragmnets: [hardening.config]"), "fragmnets",
+     "variants.preempt-rt-hardened: unknown key 'fragmnets' (expected one of: description, "
+     "flavour, fragments, debian, thresholds)"),
+    (("fragments: [hardening.config]", "fragments: [hardenning.config]"), "hardenning",
+     "variants.preempt-rt-hardened: no fragment 'hardenning.config' in "),
+    (("    thresholds: preempt-rt-hardened", "    thresholds: preempt-rt-hard"),
+     "thresholds: preempt-rt-hard", "variants.preempt-rt-hardened: no limits for flavour "
+                          "'preempt-rt-hard' in thresholds.yaml on every board"),
+    (("    candidate: preempt-rt-hardened", "    candidate: preempt-rt-hardend"),
+     "preempt-rt-hardend", "compare[0]: unknown variant 'preempt-rt-hardend' (valid: "
+                           "preempt-rt, preempt-rt-hardened)"),
+    (("  preempt-rt:\n    description", "  rt:\n    description"), "  rt:",
+     "variant name 'rt' is the pipeline's own series of that name: call it e.g. 'debian-rt'"),
+    (("    flavour: preempt-rt\n    fragments:", "    debian: rt\n    flavour: preempt-rt\n"
+      "    fragments:"), "preempt-rt-hardened:",
+     "variants.preempt-rt-hardened: give either 'flavour' (a kernel built from kernel/) or "
+     "'debian' (Debian's kernel package)"),
+    (("duration_s: 3600", "duration_s: 1h"), "duration_s:",
+     "duration_s must be an integer >= 1, got '1h'"),
+])
+def test_campaign_file_refusals(tmp_path, edit, at, expected):
+    from rtlab.campaign.spec import CampaignError, load_campaign
+
+    path, lines = edited(CAMPAIGNS / "hardening.yaml", tmp_path, edit)
+    with pytest.raises(CampaignError) as error:
+        load_campaign(path)
+    assert str(error.value).startswith(f"{path}:{line_with(lines, at)}: "), str(error.value)
+    assert expected in str(error.value)
+
+
+def test_campaign_file_with_broken_yaml_names_the_line(tmp_path):
+    from rtlab.campaign.spec import CampaignError, load_campaign
+
+    path, lines = edited(CAMPAIGNS / "debian.yaml", tmp_path,
+                         ("scenarios: [idle, cpu100, hackbench]", "scenarios: [idle, cpu100"))
+    with pytest.raises(CampaignError, match=rf"^{path}:\d+: invalid YAML: "):
+        load_campaign(path)
+
+
+def test_an_unknown_campaign_name_lists_the_campaigns():
+    from rtlab.campaign.spec import CampaignError, load_campaign
+
+    with pytest.raises(CampaignError, match=r"no campaign 'hardenning' in campaigns \(there "
+                                            r"are: debian, hardening, preemption\)"):
+        load_campaign("hardenning")
+
+
+def test_a_variant_in_a_manifest_or_record_is_checked(tmp_path):
+    manifest = good_manifest()
+    manifest["variant"] = {"name": "preempt-rt-hardened", "campaign": "hardening",
+                           "source": "build", "kernel_flavour": "preempt-rt",
+                           "fragments": ["hardening.config"], "debian": None,
+                           "thresholds": "preempt-rt-hardened"}
+    path = write_json(tmp_path / "manifest.json", manifest)
+    assert read_image_manifest(path)["variant"]["fragments"] == ["hardening.config"]
+    manifest["variant"]["fragments"] = "hardening.config"
+    path = write_json(tmp_path / "manifest.json", manifest)
+    line = path.read_text().splitlines().index('    "fragments": "hardening.config",') + 1
+    with pytest.raises(JsonFileError) as error:
+        read_image_manifest(path)
+    assert str(error.value) == (f"{path}:{line}: image manifest 'variant' 'fragments' must "
+                                "be an array, got \"hardening.config\"")
+    record = good_record()
+    record["variant"] = {**manifest["variant"], "fragments": [], "thresholds": ""}
+    path = write_json(tmp_path / "r.json", record)
+    line = path.read_text().splitlines().index('    "thresholds": ""') + 1
+    with pytest.raises(JsonFileError) as error:
+        read_record(path)
+    assert str(error.value) == (f"{path}:{line}: result record 'variant' 'thresholds' must be "
+                                "a non-empty string")

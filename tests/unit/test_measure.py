@@ -128,6 +128,7 @@ GUEST = {"stat_before": STAT_GUEST_BEFORE, "stat_after": STAT_GUEST_AFTER}
 PROGRAM = ["cyclictest", "-q", "-m", "-p", "90", "-i", "1000", "-D", "5s"]
 CYCLICTEST_OUT = ["# /dev/cpu_dma_latency set to 0us"]
 LOADAVG = "3.91 1.32 0.48 6/98 1234"
+LOADAVG_BEFORE = "3.02 1.10 0.41 5/97 1201"
 START, END, STOP = (f"sh {WINDOW_SCRIPT} {action}" for action in ("start", "end", "stop"))
 TAIL = f"tail -n 60 {PROGRAM_OUT}"
 STRESS_LOG = "stress-ng: info:  [812] dispatching hogs: 4 cpu"
@@ -183,6 +184,7 @@ class FakeBoard:
     stat_after: str = STAT_AFTER
     rc: str = "0"
     loadavg: str = LOADAVG
+    loadavg_before: str = LOADAVG_BEFORE
     thermal_before: tuple[str, ...] = ("41250", "40800")
     thermal_after: tuple[str, ...] = ("47900", "46120")
     start_output: list[str] | None = None
@@ -213,7 +215,8 @@ class FakeBoard:
             if self.start_output is not None:
                 return self.start_output, [], 0
             return self._checked("start", [
-                *self._probes("start", "probe_before"), f"{MARK}thermal",
+                *self._probes("start", "probe_before"), f"{MARK}loadavg-before",
+                self.loadavg_before, f"{MARK}thermal",
                 *self.thermal_before, f"{MARK}stat", *self.stat_before.splitlines(),
                 f"{MARK}started"]), [], 0
         if cmd == END:
@@ -235,6 +238,7 @@ class FakeBoard:
                   for state in ("alive", "gone")}
         assert marks(lines) <= asked and asked - marks(lines) <= either, (asked, lines)
         assert script.count("cat /proc/stat") == 1 and script.count(THERMAL) == 1
+        assert script.count("cat /proc/loadavg") == 1
         return lines
 
     def _probes(self, action: str, field: str) -> list[str]:
@@ -306,7 +310,9 @@ def test_healthy_window(slept):
         loadavg=LOADAVG, temperatures_mc=((41250, 40800), (47900, 46120)),
         # 992 of the 1992 ticks of four CPUs in 5 s were busy; 50 % asks for 25 %
         load_facts={"cpu_utilisation": 0.498, "loadavg": LOADAVG, "min_utilisation": 0.25,
-                    "loads": {"cpu": {"percent": 50}}})
+                    "loads": {"cpu": {"percent": 50}}},
+        # the load average as the window opened, beside the one it closed with
+        loadavg_before=LOADAVG_BEFORE)
     # nothing is said on the console while the window runs, and only short commands
     assert slept == [5] and progress == []
     assert board.commands == [f"put_bytes {WINDOW_SCRIPT}", START, END, STOP, TAIL]
@@ -316,6 +322,7 @@ def test_healthy_window(slept):
         f"{5 + LOAD_OVERRUN_S}s --metrics-brief' >/tmp/rtlab-load-0-cpu.log 2>&1 "
         "</dev/null & echo $! >/tmp/rtlab-load-0.pid",
         f"sleep {LOAD_MARGIN_S}",
+        f"echo {MARK}loadavg-before", "cat /proc/loadavg",
         f"echo {MARK}thermal", THERMAL, f"echo {MARK}stat", "cat /proc/stat",
         f"({shlex.join(PROGRAM)}; echo $? >{PROGRAM_RC}.tmp; mv {PROGRAM_RC}.tmp {PROGRAM_RC}) "
         f">{PROGRAM_OUT} 2>&1 </dev/null &",
@@ -613,7 +620,8 @@ def test_network_window_reads_the_counters_at_its_edges(monkeypatch, stream_sink
     # again last of the evidence
     probe = ('echo "rtlab-evidence:0 probe"; grep -E \'^(Icmp|Tcp):\' /proc/net/snmp; '
              'echo "rtlab-evidence:0 probe-end"')
-    assert start[2:5] == [f"sleep {LOAD_MARGIN_S}", probe, f"echo {MARK}thermal"]
+    assert start[2:6] == [f"sleep {LOAD_MARGIN_S}", probe, f"echo {MARK}loadavg-before",
+                          "cat /proc/loadavg"]
     assert end[2:5] == [f"echo {MARK}stat", "cat /proc/stat", f"echo {MARK}stat-end"]
     assert end[5].endswith(f"; {probe}")
 
@@ -668,10 +676,10 @@ def test_window_script_reads_only_proc_stat_for_the_cpu_time():
     actions = sections(script)
     assert actions["start"].count("cat /proc/stat") == actions["end"].count("cat /proc/stat") == 1
     # after the margin the probes, then the temperatures and the first /proc/stat reading
-    assert actions["start"][6:12] == [
+    assert actions["start"][6:14] == [
         f"sleep {LOAD_MARGIN_S}",
         'echo "rtlab-evidence:4 probe"; grep -E \'^(Icmp|Tcp):\' /proc/net/snmp; '
-        'echo "rtlab-evidence:4 probe-end"',
+        'echo "rtlab-evidence:4 probe-end"', f"echo {MARK}loadavg-before", "cat /proc/loadavg",
         f"echo {MARK}thermal", THERMAL, f"echo {MARK}stat", "cat /proc/stat"]
 
 
@@ -758,7 +766,7 @@ def test_window_script_runs_and_stops_the_loads_whole_session(tmp_path, subreape
         assert f"{MARK}rc=3" in end
         # the marks, in the order the fake board above prints them, and no other
         assert [line for line in start if line.startswith(MARK)] == [
-            f"{MARK}thermal", f"{MARK}stat", f"{MARK}started"]
+            f"{MARK}loadavg-before", f"{MARK}thermal", f"{MARK}stat", f"{MARK}started"]
         assert [line for line in end if line.startswith(MARK)] == [
             f"{MARK}rc=3", f"{MARK}stat", f"{MARK}stat-end", f"{MARK}0 alive", f"{MARK}0 log",
             f"{MARK}0 tally", f"{MARK}0 end", f"{MARK}loadavg", f"{MARK}thermal"]

@@ -30,6 +30,9 @@ KEYWORDS = {"workflow", "stages", "variables", "default", "include", "image", "s
 TOOLS = {"ruff", "check-jsonschema", "hadolint"}
 SECRETS = ("RTLAB_GITLAB_TOKEN", "PGPASSWORD", "RTLAB_RESULTS_DB", "CI_JOB_TOKEN",
            "RTLAB_TUNE_TOKEN")
+CAMPAIGN = "campaign-"
+# a campaign pipeline: a schedule or a pipeline started by hand that names a campaign
+CAMPAIGN_IF = "$RTLAB_CAMPAIGN && $CI_PIPELINE_SOURCE =~ /^(schedule|web|api|trigger)$/"
 
 
 def _merge(base: dict, over: dict) -> dict:
@@ -65,7 +68,14 @@ def jobs(pipeline) -> dict[str, dict]:
 
 
 def jobs_of(jobs: dict, stage: str) -> dict[str, dict]:
-    return {name: job for name, job in jobs.items() if job["stage"] == stage}
+    """The jobs of a push's pipeline in ``stage`` (a campaign's jobs are apart)."""
+    return {name: job for name, job in jobs.items() if job["stage"] == stage
+            and not name.startswith(CAMPAIGN)}
+
+
+def campaign_jobs_of(jobs: dict, stage: str) -> dict[str, dict]:
+    return {name: job for name, job in jobs.items() if job["stage"] == stage
+            and name.startswith(CAMPAIGN)}
 
 
 def script_lines(job: dict) -> list[str]:
@@ -94,11 +104,14 @@ def test_the_schema_check_catches_a_broken_pipeline(tmp_path):
 def test_stages_in_order(pipeline, jobs):
     assert pipeline["stages"] == ["check", "build", "image", "test", "report", "tune"]
     assert {job["stage"] for job in jobs.values()} == set(pipeline["stages"])
+    assert {job["stage"] for name, job in jobs.items() if name.startswith(CAMPAIGN)} == \
+        set(pipeline["stages"]) - {"check", "tune"}
 
 
 def test_check_stage_lints_and_validates(jobs):
     lines = [line for job in jobs_of(jobs, "check").values() for line in script_lines(job)]
     for expected in ("ruff check", "rtlab thresholds check", "rtlab env check",
+                     "rtlab campaign check",
                      "check-jsonschema --builtin-schema vendor.gitlab-ci .gitlab-ci.yml",
                      "hadolint "):
         assert any(line.startswith(expected) for line in lines), expected
@@ -216,7 +229,9 @@ def test_report_publishes_metrics_and_the_html_report(jobs):
     # it reads every test job's records, and runs after failed test jobs too
     [need] = report["needs"]
     assert need == {"job": "test", "artifacts": True, "optional": True}
-    assert all(rule.get("when") == "always" for rule in report["rules"])
+    # (a campaign pipeline reports its study instead)
+    assert report["rules"][0] == {"if": CAMPAIGN_IF, "when": "never"}
+    assert all(rule.get("when") == "always" for rule in report["rules"][1:])
 
 
 def test_board_jobs_run_when_a_verdict_can_change(pipeline, jobs):
@@ -227,8 +242,10 @@ def test_board_jobs_run_when_a_verdict_can_change(pipeline, jobs):
         assert changes, stage
         for path in ("kernel/**/*", "thresholds.yaml", "tests/**/*", "env/**/*"):
             assert path in changes[0], (stage, path)
+        # never in a campaign pipeline, which measures its study instead
+        assert rules[0] == {"if": CAMPAIGN_IF, "when": "never"}
         # the default branch always runs them: its pipelines extend the results history
-        assert rules[0]["if"] == "$CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH"
+        assert rules[1]["if"] == "$CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH"
     # a merge request compares its results with the default branch's
     [report] = jobs_of(jobs, "report").values()
     assert '--baseline-ref "$CI_DEFAULT_BRANCH"' in report["script"][1]
@@ -253,6 +270,8 @@ def test_tune_runs_on_the_default_branchs_schedules_or_by_hand_only(jobs):
     [tune] = jobs_of(jobs, "tune").values()
     default = "$CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH"
     assert tune["rules"] == [
+        # a campaign's schedule stores a study, not the gate's history
+        {"if": CAMPAIGN_IF, "when": "never"},
         {"if": f'$CI_PIPELINE_SOURCE == "schedule" && {default}', "when": "always"},
         {"if": f'$CI_PIPELINE_SOURCE == "web" && {default}', "when": "manual",
          "allow_failure": True}]
@@ -325,3 +344,73 @@ def test_every_board_of_the_matrix_has_thresholds(jobs):
     for board in matrix(next(iter(jobs_of(jobs, "test").values())))["BOARD"]:
         assert re.search(rf"^  {board}:$", text, re.MULTILINE), board
         assert re.search(rf"^  qemu-{board}:$", text, re.MULTILINE), board
+
+
+# ------------------------------------------------------------------ a campaign ----
+
+
+def test_a_campaign_runs_only_when_a_schedule_or_a_person_names_one(pipeline, jobs):
+    variable = pipeline["variables"]["RTLAB_CAMPAIGN"]
+    assert variable["value"] == "" and "campaigns/" in variable["description"]
+    for name, job in jobs.items():
+        if not name.startswith(CAMPAIGN):
+            continue
+        [rule] = job["rules"]
+        assert rule["if"] == CAMPAIGN_IF, name
+    # and then the push's board jobs do not run (their first rule, tested above)
+    assert {name for name in jobs if name.startswith(CAMPAIGN)} == {
+        "campaign-kernel", "campaign-image", "campaign-test", "campaign-report"}
+
+
+@pytest.mark.parametrize(("stage", "command"), [("build", "kernels"), ("image", "images"),
+                                                ("test", "test")])
+def test_a_campaigns_stages_run_every_board_through_the_stages_own_commands(jobs, stage,
+                                                                            command):
+    [job] = campaign_jobs_of(jobs, stage).values()
+    assert matrix(job) == {"BOARD": sorted(BOARD_MODELS)}
+    argv = shlex.split(job["script"][0])
+    assert argv[:4] == ["rtlab", "campaign", command, "$RTLAB_CAMPAIGN"]
+    options = dict(zip(argv[4::2], argv[5::2], strict=True))
+    assert options["--board"] == "$BOARD"
+    assert options["--out"] == "out/campaign/$RTLAB_CAMPAIGN"
+    if stage != "build":
+        # each board's job takes its own board's artifacts of the stage before
+        [need] = job["needs"]
+        assert need["parallel"]["matrix"] == [{"BOARD": "$[[ matrix.BOARD ]]"}]
+
+
+def test_a_campaigns_kernels_are_built_with_ccache_kept(jobs):
+    [build] = campaign_jobs_of(jobs, "build").values()
+    cached = {path for cache in build["cache"] for path in cache["paths"]}
+    # the same folders as the push's kernel job keeps
+    [push] = jobs_of(jobs, "build").values()
+    assert cached == {path for cache in push["cache"] for path in cache["paths"]}
+    assert ".cache/kernel/ccache/" in cached
+    assert build["artifacts"]["paths"] == ["out/campaign/"]
+
+
+def test_a_campaigns_test_job_shares_the_boards_and_releases_them(jobs):
+    [test] = campaign_jobs_of(jobs, "test").values()
+    assert test["tags"] == ["lab-$BOARD"] and test["resource_group"] == "lab-$BOARD"
+    argv = shlex.split(test["script"][0])
+    options = dict(zip(argv[4::2], argv[5::2], strict=True))
+    # every healthy place of the type, physical or virtual, as the push's test job
+    assert options["--places"] == "$RTLAB_BOARDS"
+    assert options["--board-prefix"] == "$RTLAB_BOARD_TAG_PREFIX"
+    assert options["--env"] == "$RTLAB_ENV"
+    [release] = test["after_script"]
+    assert shlex.split(release)[:4] == ["rtlab", "reservation", "release",
+                                        "out/campaign/$RTLAB_CAMPAIGN/test/$BOARD"]
+    assert test["artifacts"]["when"] == "always"
+    assert test["artifacts"]["reports"]["junit"] == "out/campaign/*/test/*/*/junit-*.xml"
+
+
+def test_a_campaigns_report_is_this_pipelines_execution(jobs):
+    [report] = campaign_jobs_of(jobs, "report").values()
+    commands = [shlex.split(line) for line in report["script"]]
+    assert commands[0] == ["rtlab", "results", "ingest", "out/campaign/$RTLAB_CAMPAIGN/test"]
+    assert commands[1][:4] == ["rtlab", "report", "--campaign", "$RTLAB_CAMPAIGN"]
+    assert commands[1][4:6] == ["--campaign-run", "gitlab:$CI_PIPELINE_ID"]
+    assert report["needs"] == [{"job": "campaign-test", "artifacts": True, "optional": True}]
+    assert report["artifacts"]["expose_as"] and report["artifacts"]["when"] == "always"
+    assert [rule.get("when") for rule in report["rules"]] == ["always"]

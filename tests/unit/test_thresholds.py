@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from rtlab.kernel.spec import load_flavours
 from rtlab.verdict.thresholds import (
     DEFAULT_PATH,
     STATISTICS_DEFAULTS,
@@ -47,7 +48,38 @@ def hierarchy():
 def test_the_repository_file_names_the_expected_boards_and_flavours(repo):
     assert set(repo.boards) == {"imx6q", "rpi3", "qemu-imx6q", "qemu-rpi3"}
     for board in repo.boards:
-        assert set(repo.flavours(board)) == {"std", "rt"}, board
+        # Debian's two (the pipeline's series) and the five kernels of kernel/flavours.yaml
+        assert set(repo.flavours(board)) == {"std", "rt", *load_flavours()}, board
+
+
+@pytest.mark.parametrize("board", ["imx6q", "rpi3"])
+def test_each_preemption_model_is_judged_by_limits_of_its_own(repo, board):
+    """The Pi 4 article's 10 min hackbench maxima: none 13548 µs, voluntary 541, preempt
+    699, RT 156; none must neither share RT's limit nor voluntary's."""
+    limits = {flavour: repo.lookup(board, flavour, "hackbench", 1000)["max_us"]
+              for flavour in load_flavours()}
+    for flavour, limit in limits.items():
+        # set on the flavour's own entry, not inherited from a shared one
+        assert limit.level == f"boards.{board}.flavours.{flavour}", flavour
+    assert len({limits[f].source for f in limits}) == len(limits)
+    non_rt = [limits[f].value for f in ("preempt-none", "preempt-voluntary", "preempt")]
+    assert len(set(non_rt)) == 3
+    assert limits["preempt-none"].value > 13548
+    assert 541 < limits["preempt-voluntary"].value < limits["preempt"].value
+    assert limits["preempt"].value > 699
+    assert limits["preempt-rt"].value == limits["preempt-rt-hardened"].value <= 160
+
+
+def test_a_flavour_that_is_neither_debians_nor_a_kernel_flavour_is_refused(tmp_path):
+    text = DEFAULT_PATH.read_text().replace("      preempt-voluntary:\n        max_us: 820",
+                                            "      preempt-voluntry:\n        max_us: 820", 1)
+    path = tmp_path / "thresholds.yaml"
+    path.write_text(text)
+    line = text.splitlines().index("      preempt-voluntry:") + 1
+    with pytest.raises(ThresholdsError, match=rf"^{path}:{line}: unknown flavour "
+                                              r"'preempt-voluntry' \(expected one of: std, "
+                                              r"rt, preempt-none, preempt-voluntary, "):
+        load_thresholds(path)
 
 
 def test_imx6q_rt_is_the_seed_study_figure_at_every_load(repo):
