@@ -17,11 +17,11 @@ from typing import Any
 
 import attr
 
-from rtlab.lava.facts import Answer, FactsError, replay_system_info
 from rtlab.lava.joblog import Evidence, JobLog
 from rtlab.lava.plan import Plan, PlanError, PlannedCase
 from rtlab.lava.render import TEST_NAME
 from rtlab.measure import cyclictest, rttests
+from rtlab.measure.facts import Answer, FactsError, replay_system_info
 from rtlab.measure.loads import LoadNotEffective, LoadPart
 from rtlab.measure.sysinfo import SystemInfo
 from rtlab.measure.window import (

@@ -12,10 +12,10 @@ from labgrid.exceptions import NoResourceFoundError
 from labgrid.resource.remote import RemotePlace
 
 from rtlab.lab.strategy import caused_by
+from rtlab.measure.facts import FactsError, read_system_info_at_once
 from rtlab.measure.loads import HostTraffic
 from rtlab.measure.rttests import TESTS
 from rtlab.measure.suite import Cases, load_suite
-from rtlab.measure.sysinfo import read_system_info
 from rtlab.store import URL_VARIABLE, open_store
 from rtlab.store.query import baseline_histograms
 from rtlab.util.errors import InfrastructureError
@@ -52,7 +52,11 @@ def shell(board, record):
 
 @pytest.fixture(scope="session")
 def system_info(board):
-    return read_system_info(board.ensure_shell())
+    # in two round trips of the console rather than one per fact (rtlab.measure.facts)
+    try:
+        return read_system_info_at_once(board.ensure_shell())
+    except FactsError as error:
+        raise InfrastructureError(str(error)) from error
 
 
 @pytest.hookimpl(wrapper=True)
