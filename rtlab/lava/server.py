@@ -207,7 +207,7 @@ def submit_all(server: Server, jobs: Sequence[Path]) -> list[tuple[Path, str]]:
     return [(job, job_id) for job in jobs for job_id in server.submit(job)]
 
 
-def _server_time(value: object) -> datetime.datetime | None:
+def server_time(value: object) -> datetime.datetime | None:
     # lavacli shows the XML-RPC DateTime of lava-server as 20261125T18:58:06 (UTC)
     try:
         return datetime.datetime.strptime(str(value), "%Y%m%dT%H:%M:%S").replace(
@@ -235,8 +235,8 @@ def never_started(details: Mapping[str, Any], definition: str) -> str | None:
     if details.get("state") != "Finished" or details.get("device"):
         return None
     health = details.get("health") or "unknown"
-    submitted = _server_time(details.get("submit_time"))
-    ended = _server_time(details.get("end_time"))
+    submitted = server_time(details.get("submit_time"))
+    ended = server_time(details.get("end_time"))
     waited = (f"; it waited {(ended - submitted).total_seconds():.0f} s"
               if submitted and ended else "")
     limit = queue_timeout_s(definition)

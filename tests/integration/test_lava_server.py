@@ -2,7 +2,9 @@
 and publisher, one lava-worker with the virtual boards as `qemu` devices): a job for the
 virtual i.MX6Q submitted with `rtlab lava submit`, scheduled, run by the worker's lava-run,
 and read back through the server's API with `rtlab lava fetch` into records and JUnit;
-then the faults a lab meets every day, each an `error` with LAVA's error type.
+then the faults a lab meets every day (a refused token, a device gone offline while the
+job waits, a job cancelled while it runs, a job that times out), each an `error` with
+LAVA's error type.
 
 The instance is the project's own (scripts/bootstrap.sh lava-server sets it up); it is
 started here and stopped at the end unless it ran before."""
@@ -95,7 +97,8 @@ def test_a_job_submitted_to_the_server_comes_back_as_judged_records(lava_server,
         "Finished", "Complete", DEVICE), details
     # what the server's API handed out, kept beside the records
     folder = out / f"job-{job_id}"
-    assert (folder / "definition.yaml").read_text() == job.read_text()
+    # (lavacli prints it with a newline of its own)
+    assert (folder / "definition.yaml").read_text().rstrip() == job.read_text().rstrip()
     log = read_log((folder / "log.yaml").read_text(), "log.yaml")
     assert log.complete and log.unreadable == ()
     records = records_of(out)
@@ -152,13 +155,14 @@ def test_faults_of_the_server_are_errors_with_lavas_error_type(lava_server, clie
     assert record["lava"]["error_type"] == "Canceled" and record["lava"]["device"] is None
     assert "queue timeout of 5 s" in record["message"], record["message"]
 
-    # a job cancelled while it runs: the cases it did not finish are errors, Canceled
+    # a job cancelled while it measures (the server has its log every 5 s): the case it
+    # did not finish is an error, with LAVA's error type Canceled
     job = render(image, tmp_path / "long.yaml", duration=120, scenarios="idle")
     job_id = submit(job, capsys)
-    deadline = time.monotonic() + 120
-    while client.show(job_id)["state"] != "Running":
-        assert time.monotonic() < deadline, "the job did not start"
-        time.sleep(1)
+    deadline = time.monotonic() + 180
+    while "rtlab-lava:case-start idle-1000us" not in client.log(job_id):
+        assert time.monotonic() < deadline, "the job's case did not start"
+        time.sleep(2)
     client.lavacli("jobs", "cancel", job_id)
     out = tmp_path / "cancelled"
     assert main(["lava", "fetch", job_id, "--wait", "300", "--poll", "2",
@@ -167,9 +171,22 @@ def test_faults_of_the_server_are_errors_with_lavas_error_type(lava_server, clie
     [record] = records_of(out).values()
     assert record["verdict"] == "error", record
     assert record["lava"]["error_type"] == "Canceled", record["lava"]
+    assert record["message"].startswith("the case did not finish on the board"), record
     assert "Canceled" in record["message"]
     junit = ET.parse(out / f"junit-lava-{job_id}.xml").getroot()
     assert [e.tag for e in junit.iter() if e.tag in ("error", "failure")] == ["error"]
+
+    # a job that outlasts its limit: LAVA stops its test shell, a Test error
+    job = render(image, tmp_path / "slow.yaml", "--job-timeout", "25", duration=30,
+                 scenarios="idle")
+    job_id = submit(job, capsys)
+    out = tmp_path / "timed-out"
+    assert main(["lava", "fetch", job_id, "--wait", "300", "--poll", "2",
+                 "--out", str(out)]) == 1
+    [record] = records_of(out).values()
+    assert record["verdict"] == "error" and record["lava"]["health"] == "Incomplete"
+    assert record["lava"]["error_type"] == "Test", record["lava"]
+    assert "timed out" in record["message"], record["message"]
     # nothing of the job is left running on the worker
     assert daemons.job_processes(lava_server) == []
     assert json.loads(json.dumps(daemons.status(lava_server)))["devices"][DEVICE].startswith(

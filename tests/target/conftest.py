@@ -16,11 +16,7 @@ from rtlab.measure.facts import FactsError, read_system_info_at_once
 from rtlab.measure.loads import HostTraffic
 from rtlab.measure.rttests import TESTS
 from rtlab.measure.suite import Cases, load_suite
-from rtlab.store import URL_VARIABLE, open_store
-from rtlab.store.query import baseline_histograms
 from rtlab.util.errors import InfrastructureError
-from rtlab.verdict.adaptive import AdaptiveCase
-from rtlab.verdict.sequential import SequentialPolicy
 from rtlab.verdict.thresholds import load_thresholds
 
 BOARD_KEY = pytest.StashKey[object]()
@@ -231,6 +227,13 @@ def adaptive_case(request, board_name, flavour):
     """``adaptive_case(limits, statistics, scenario, interval_us)``: a latency case measured
     in windows (--rt-window) up to --rt-duration, against the series' baseline runs in the
     results store (--rt-baseline, else $RTLAB_RESULTS_DB; none: it runs to the cap)."""
+    # the results store and the sequential policy only here: a fixed run does without
+    # them, and their imports (SQLAlchemy, alembic) are half a second of every run's start
+    from rtlab.store import URL_VARIABLE, open_store
+    from rtlab.store.query import baseline_histograms
+    from rtlab.verdict.adaptive import AdaptiveCase
+    from rtlab.verdict.sequential import SequentialPolicy
+
     option = request.config.option
 
     def make(limits, statistics, scenario: str, interval_us: int) -> AdaptiveCase:
