@@ -214,7 +214,14 @@ def _server(args: argparse.Namespace) -> int:
         if not args.arguments:
             raise ValueError("rtlab lava server manage: give lava-server's manage command, "
                              "e.g. devices list")
-        print(instance.manage(*args.arguments), end="")
+        provision.check_set_up(instance)
+        # the database for the command, as setup does, when the instance is stopped
+        started = daemons.start_database(instance)
+        try:
+            print(instance.manage(*args.arguments), end="")
+        finally:
+            if started:
+                daemons.stop_database(instance)
     return 0
 
 
