@@ -7,7 +7,8 @@ The packages in the order data flows, from a push to a verdict and a report:
 - :mod:`rtlab.lab`           labgrid: the strategy (flash, boot, log in), drivers, ``rtlab run``,
                              reservations, the places' health, env file checks
 - :mod:`rtlab.vlab`          the virtual rack (QEMU boards, PDU, SD muxes, serial) and the demo
-- :mod:`rtlab.lava`          the other backend: the suite as LAVA jobs, their logs as records
+- :mod:`rtlab.lava`          the other backend: the suite as LAVA jobs, their logs as records,
+                             and a LAVA server on this machine to run them
 - :mod:`rtlab.measure`       on the board: the suite file, loads, a measurement window, rt-tests
 - :mod:`rtlab.verdict`       thresholds, statistics, the judges, the result record
 - :mod:`rtlab.pytestplugin`  the on-board suite's pytest options, case records, atomic JUnit

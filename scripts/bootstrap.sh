@@ -4,7 +4,8 @@
 # system's python3 runs since it is no PyPI package), foreign-architecture package lists
 # for the guest images, the Python venv, the board images, the kernel build tools and the
 # RT-patched kernel source, LAVA's dispatcher (lava-run, for `rtlab lava local` and its
-# test) and the local pipeline runner. Each step is skipped when already done; downloads are cached under
+# test), a LAVA server on loopback (`rtlab lava server`, for `rtlab lava submit|fetch` and
+# their test) and the local pipeline runner. Each step is skipped when already done; downloads are cached under
 # .cache/ (git-ignored), so a second run downloads nothing.
 #
 #   scripts/bootstrap.sh                   every step
@@ -15,7 +16,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 
-ALL_STEPS="packages venv images kernel-tools kernel-source lava-tools pipeline-tools"
+ALL_STEPS="packages venv images kernel-tools kernel-source lava-tools lava-server pipeline-tools"
 STEPS="${*:-$ALL_STEPS}"
 for step in $STEPS; do
     case " $ALL_STEPS " in
@@ -128,6 +129,29 @@ if want lava-tools; then
         as_root env DEBIAN_FRONTEND=noninteractive apt-get $APT_WAIT install -y -qq \
             --no-install-recommends lava-dispatcher
     fi
+fi
+
+if want lava-server; then
+    # LAVA 2023.01 as a lab runs it, on loopback: lava-server (gunicorn, the scheduler, the
+    # publisher) and lava-dispatcher's lava-worker, without apache2 or lava-coordinator
+    # (multinode jobs only; --no-install-recommends). The Debian packages expect systemd;
+    # `rtlab lava server` starts the same programs itself, on a PostgreSQL cluster of the
+    # instance's own (under .cache/lava-server, a unix socket only), never the system's.
+    # `rtlab lava server setup` makes that cluster, the database, the user rtlab and its
+    # token (a file only root reads), the worker and the two QEMU devices; idempotent.
+    lava_missing=""
+    for pkg in lava-server lava-dispatcher; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" \
+            || lava_missing="$lava_missing $pkg"
+    done
+    if [ -n "$lava_missing" ]; then
+        apt_update
+        say "installing (a LAVA server on loopback):$lava_missing"
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get $APT_WAIT install -y -qq \
+            --no-install-recommends $lava_missing
+    fi
+    say "LAVA server instance"
+    as_root .venv/bin/rtlab lava server setup
 fi
 
 if want pipeline-tools; then

@@ -136,6 +136,11 @@ def _env_check(args: argparse.Namespace) -> int:
 
             load_config(path)  # the rack's own file; refuses with file:line
             continue
+        if path.name == "lava-server.yaml":
+            from rtlab.lava.instance import load_instance_config
+
+            load_instance_config(path)  # the LAVA instance's file (rtlab lava server)
+            continue
         check = check_exporter_file if path.parent.name == "exporter" else check_env_file
         problems += check(path)
     for problem in problems:

@@ -7,7 +7,11 @@
 - :mod:`.joblog`   a finished job's log: the board's output, LAVA's results and status
 - :mod:`.records`  log + plan → result records judged by thresholds.yaml (rtlab.verdict.judge)
 - :mod:`.junit`    the records as JUnit XML, as the labgrid path's pytest writes it
-- :mod:`.server`   submit and fetch through lavacli
+- :mod:`.server`   submit and fetch through lavacli; what a server's answers mean
 - :mod:`.local`    a QEMU job run here with Debian's lava-run
+- :mod:`.instance`  a LAVA server on this machine (env/lava-server.yaml): its folder, settings
+- :mod:`.provision` ``rtlab lava server setup``: database, user and token, worker, devices
+- :mod:`.daemons`   its programs (PostgreSQL, gunicorn, publisher, scheduler, worker) without
+                    systemd: start, stop, status
 - :mod:`.cli`      ``rtlab lava …``
 """

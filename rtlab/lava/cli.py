@@ -66,7 +66,9 @@ def _render(args: argparse.Namespace) -> int:
                      scenarios=_names(args.scenarios), intervals=_intervals(args.intervals),
                      duration_s=args.duration, cmdline=files.cmdline,
                      image=image_facts(files.manifest), rt_tests=_rt_tests(args.rt_tests))
-    text = render_job(plan, source, job_name=args.job_name, priority=args.priority)
+    text = render_job(plan, source, job_name=args.job_name, priority=args.priority,
+                      tags=_names(args.tags) or (), job_timeout_s=args.job_timeout,
+                      queue_timeout_s=args.queue_timeout)
     write_atomic(out, text)
     measured = sum(1 for case in plan.cases if case.skip is None)
     print(f"{out}: {len(plan.cases)} case(s), {measured} measured, {args.duration} s each; "
@@ -118,7 +120,7 @@ def _judge(args: argparse.Namespace, definition: str, definition_source: str, lo
     from rtlab.lava.joblog import read_log
     from rtlab.lava.junit import default_path, job_junit
     from rtlab.lava.plan import plan_of_job
-    from rtlab.lava.records import exit_code, job_records, summary, write_records
+    from rtlab.lava.records import exit_code, job_records, job_status, summary, write_records
     from rtlab.verdict.junit import write_junit
 
     # GitLab's test report, as `rtlab run` leaves one; built from the records once written
@@ -128,23 +130,23 @@ def _judge(args: argparse.Namespace, definition: str, definition_source: str, lo
         raise ValueError(f"--junit {junit}: is a folder; give the report's file name")
     plan = plan_of_job(definition, definition_source)
     thresholds = _thresholds(args)
-    log = read_log(log_text, log_source)
+    log = read_log(log_text, log_source, empty_ok=job.never_started is not None)
     records = job_records(plan, log, job, thresholds)
     written = write_records(Path(args.out) / "results", records)
     write_junit(junit, job_junit(plan, log, job, records, written))
     print(summary(records))
     print(f"{len(written)} record(s) in {Path(args.out) / 'results'}; JUnit: {junit}; "
-          f"LAVA: {log.status()}")
+          f"LAVA: {job_status(log, job)}")
     return exit_code(records)
 
 
 def _fetch(args: argparse.Namespace) -> int:
     from rtlab.lava.records import LavaJob
-    from rtlab.lava.server import Server, fetch
+    from rtlab.lava.server import Server, fetch, never_started
     from rtlab.verdict.record import write_atomic
 
     server = Server.from_environment()
-    got = fetch(server, args.job_id, wait_s=args.wait)
+    got = fetch(server, args.job_id, wait_s=args.wait, poll_s=args.poll)
     folder = Path(args.out) / f"job-{args.job_id}"
     write_atomic(folder / "definition.yaml", got.definition)
     # YAML, as lavacli shows a job, and no .json: `rtlab results ingest out/lava` reads
@@ -155,7 +157,8 @@ def _fetch(args: argparse.Namespace) -> int:
     write_atomic(folder / "log.yaml", got.log)
     job = LavaJob(job_id=args.job_id, server=server.host,
                   device=got.details.get("device"), device_type=got.details.get("device_type"),
-                  url=server.job_url(args.job_id), health=got.details.get("health"))
+                  url=server.job_url(args.job_id), health=got.details.get("health"),
+                  never_started=never_started(got.details, got.definition))
     return _judge(args, got.definition, f"LAVA job {args.job_id} definition", got.log,
                   f"LAVA job {args.job_id} log", job)
 
@@ -180,6 +183,46 @@ def _local(args: argparse.Namespace) -> int:
     return _judge(args, job_file.read_text(encoding="utf-8"), str(job_file),
                   run.log.read_text(encoding="utf-8", errors="replace"), str(run.log),
                   LavaJob(job_id=run.job_id, device="lava-run"))
+
+
+def _server(args: argparse.Namespace) -> int:
+    import shlex
+
+    from rtlab.lava import daemons, provision
+    from rtlab.lava.instance import Instance, instance_dir, load_instance_config
+
+    instance = Instance(load_instance_config(Path(args.config) if args.config else None),
+                        instance_dir())
+    if args.action == "setup":
+        changed = provision.setup(instance, progress=print)
+        print(f"LAVA instance in {instance.folder}: "
+              + ("set up" if changed else "set up already, nothing changed"))
+    elif args.action == "start":
+        daemons.start(instance, progress=print)
+        print(f"LAVA server on {instance.config.url} with worker {instance.config.worker} "
+              f"and {len(instance.config.devices)} device(s); logs in {instance.log_dir}; "
+              "for rtlab lava submit|fetch: eval \"$(rtlab lava server env)\"")
+    elif args.action == "stop":
+        stopped = daemons.stop(instance)
+        print(f"stopped: {', '.join(stopped)}" if stopped else "LAVA server not running")
+    elif args.action == "status":
+        print(json.dumps(daemons.status(instance), indent=2))
+    elif args.action == "env":
+        for name, value in instance.client_environment().items():
+            print(f"export {name}={shlex.quote(value)}")
+    else:
+        if not args.arguments:
+            raise ValueError("rtlab lava server manage: give lava-server's manage command, "
+                             "e.g. devices list")
+        provision.check_set_up(instance)
+        # the database for the command, as setup does, when the instance is stopped
+        started = daemons.start_database(instance)
+        try:
+            print(instance.manage(*args.arguments), end="")
+        finally:
+            if started:
+                daemons.stop_database(instance)
+    return 0
 
 
 def _judging_options(command: argparse.ArgumentParser) -> None:
@@ -216,6 +259,13 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     render.add_argument("--suite", help="suite file (default: the repository's suite.yaml)")
     render.add_argument("--job-name", help="the LAVA job's name")
     render.add_argument("--priority", default="medium", help="high, medium, low or 0-100")
+    render.add_argument("--tags", help="comma-separated LAVA device tags the job's device "
+                                       "must have (rtlab lava server: qemu-imx6q, qemu-rpi3)")
+    render.add_argument("--job-timeout", type=int, metavar="SECONDS",
+                        help="LAVA's limit of the whole job (default: from the cases)")
+    render.add_argument("--queue-timeout", type=int, metavar="SECONDS",
+                        help="LAVA cancels the job if no device took it by then (default: "
+                             "it waits as long as it takes)")
     render.add_argument("--out", help=f"the job file (default: {DEFAULT_OUT}/BOARD-FLAVOUR.yaml)")
     render.set_defaults(func=_render)
 
@@ -244,6 +294,9 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     fetching.add_argument("--wait", type=int, nargs="?", const=0, default=None,
                           metavar="SECONDS", help="wait for the job to end first (at most "
                                                   "SECONDS; none: without limit)")
+    fetching.add_argument("--poll", type=int, default=5, metavar="SECONDS",
+                          help="while waiting, ask the server every SECONDS (default: 5, "
+                               "lavacli's)")
     _judging_options(fetching)
     fetching.set_defaults(func=_fetch)
 
@@ -257,6 +310,19 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     records.add_argument("--device", help="the LAVA device that ran it")
     _judging_options(records)
     records.set_defaults(func=_records)
+
+    server = actions.add_parser("server", help="a LAVA server on this machine, on loopback "
+                                               "(env/lava-server.yaml)")
+    server.add_argument("action", choices=["setup", "start", "stop", "status", "env",
+                                           "manage"],
+                        help="setup: make the instance (once; scripts/bootstrap.sh "
+                             "lava-server); start, stop, status: its programs; env: the "
+                             "variables rtlab lava submit|fetch need (eval \"$(…)\"); "
+                             "manage ARGS: lava-server manage ARGS on the instance (its "
+                             "admin, root)")
+    server.add_argument("arguments", nargs=argparse.REMAINDER, help="manage: its arguments")
+    server.add_argument("--config", help="the instance's file (default: env/lava-server.yaml)")
+    server.set_defaults(func=_server)
 
     local = actions.add_parser("local", help="run a QEMU job here with Debian's lava-run "
                                              "(root), then its result records and JUnit")

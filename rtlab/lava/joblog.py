@@ -195,9 +195,10 @@ def _when(text: object) -> datetime.datetime | None:
     return when if when.tzinfo else when.replace(tzinfo=datetime.UTC)
 
 
-def read_log(text: str, source: str) -> JobLog:
+def read_log(text: str, source: str, *, empty_ok: bool = False) -> JobLog:
     """Parse a job log. A line that is no log entry is kept as unreadable (a log cut off
-    mid-line ends so); a text without a single entry is refused."""
+    mid-line ends so); a text without a single entry is refused, unless ``empty_ok`` (the
+    log of a job that never ran) and it is empty."""
     target: list[TargetLine] = []
     lines: list[LogLine] = []
     results: list[Mapping[str, Any]] = []
@@ -235,7 +236,7 @@ def read_log(text: str, source: str) -> JobLog:
                 job_result = message
         elif level in ("error", "exception"):
             errors.append(str(message))
-    if entries == 0:
+    if entries == 0 and not (empty_ok and not unreadable):
         raise LavaLogError(f"{source}: not a LAVA job log (no line of it is a log entry"
                            + (f"; line {unreadable[0]} is not" if unreadable else "") + ")")
     return JobLog(source, tuple(target), tuple(results), job_result, first, last,

@@ -17,8 +17,8 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from rtlab.image.boards import BOARD_MODELS, BoardModel
-from rtlab.lava.facts import sysinfo_commands
 from rtlab.measure.cyclictest import HIST_ON_BOARD, JSON_ON_BOARD, build_command, fifo_from_start
+from rtlab.measure.facts import sysinfo_commands
 from rtlab.measure.loads import LoadPart, make_load
 from rtlab.measure.rttests import RT_JSON_ON_BOARD, TESTS, BoardRun, board_run, rt_tool_wait_s
 from rtlab.measure.suite import Suite

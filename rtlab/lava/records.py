@@ -17,11 +17,11 @@ from typing import Any
 
 import attr
 
-from rtlab.lava.facts import Answer, FactsError, replay_system_info
 from rtlab.lava.joblog import Evidence, JobLog
 from rtlab.lava.plan import Plan, PlanError, PlannedCase
 from rtlab.lava.render import TEST_NAME
 from rtlab.measure import cyclictest, rttests
+from rtlab.measure.facts import Answer, FactsError, replay_system_info
 from rtlab.measure.loads import LoadNotEffective, LoadPart
 from rtlab.measure.sysinfo import SystemInfo
 from rtlab.measure.window import (
@@ -58,6 +58,9 @@ class LavaJob:
     url: str | None = None
     health: str | None = None
     """lava-server's health of the job (Complete, Incomplete, Canceled), when known."""
+    never_started: str | None = None
+    """Why the job never ran on a device (lava-server ended it in the queue), as
+    rtlab.lava.server.never_started says it; None: it ran, or it is not known."""
 
     @property
     def run_id(self) -> str:
@@ -211,16 +214,36 @@ class _Case:
         return str(self.facts["lava"]["job_id"])
 
 
+def job_status(log: JobLog, job: LavaJob) -> str:
+    """One line on how the job ended: the log's word, unless the server knows better."""
+    if job.never_started is not None:
+        return job.never_started
+    if job.health and job.health != "Complete" and log.complete:
+        return f"lava-server's health of the job is {job.health}"
+    return log.status()
+
+
+def error_type(log: JobLog, job: LavaJob) -> str | None:
+    """LAVA's error type of a job that did not complete: the dispatcher's (Infrastructure,
+    Job, Test, Canceled, …) from the log, else lava-server's health of a job that never
+    ran (Canceled); None for a job LAVA finished correctly."""
+    if log.job_result is not None and not log.complete:
+        return str(log.job_result.get("error_type") or "unknown")
+    if job.never_started is not None or (log.job_result is None and job.health
+                                         not in (None, "Complete")):
+        return job.health or "unknown"
+    return None
+
+
 def job_records(plan: Plan, log: JobLog, job: LavaJob,
                 thresholds: Thresholds) -> list[dict[str, Any]]:
     """One record per case of the plan, in its order."""
     evidence = log.evidence()
-    status = log.status()
-    if job.health and job.health != "Complete" and log.complete:
-        status = f"lava-server's health of the job is {job.health}"
+    status = job_status(log, job)
     lava = {"job_id": job.job_id, "server": job.server, "url": job.url,
             "device": job.device, "device_type": job.device_type,
             "job_result": dict(log.job_result) if log.job_result else None,
+            "error_type": error_type(log, job),
             "health": job.health, "log_unreadable_lines": len(log.unreadable)}
     system: SystemInfo | None = None
     system_error = None

@@ -10,7 +10,7 @@ the board.
 import math
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -135,6 +135,18 @@ class Timeouts:
     job: int
     action: int = 10
     connection: int = 5
+    job_seconds: int | None = None
+    """The job's limit in seconds instead of ``job`` (rtlab lava render --job-timeout)."""
+    queue_seconds: int | None = None
+    """How long the job may wait for a device; None: as long as it takes."""
+
+    def lava(self, name: str) -> str:
+        """One of them as a LAVA timeout; with ``job_seconds`` none is longer than the
+        job (LAVA refuses a job whose action may outlast it)."""
+        minutes = getattr(self, name)
+        if self.job_seconds is not None and (name == "job" or minutes * 60 > self.job_seconds):
+            return f"{{seconds: {self.job_seconds}}}"
+        return f"{{minutes: {minutes}}}"
 
 
 def timeouts_for(plan: Plan) -> Timeouts:
@@ -168,9 +180,16 @@ def template_for(board_tag: str) -> str:
 
 
 def render_job(plan: Plan, source: BootSource, *, job_name: str | None = None,
-               priority: str = "medium", folder: Path = templates.JOBS_DIR) -> str:
+               priority: str = "medium", folder: Path = templates.JOBS_DIR,
+               tags: Sequence[str] = (), job_timeout_s: int | None = None,
+               queue_timeout_s: int | None = None) -> str:
     """The job's YAML text. Raises :class:`rtlab.lava.templates.TemplateError` naming the
-    template when it cannot be rendered or does not carry what went in."""
+    template when it cannot be rendered or does not carry what went in. ``tags``: LAVA
+    device tags the job's device must have; ``job_timeout_s`` replaces the job's limit
+    taken from the plan; ``queue_timeout_s``: how long it may wait for a device."""
+    for name, value in (("job timeout", job_timeout_s), ("queue timeout", queue_timeout_s)):
+        if value is not None and value < 1:
+            raise ValueError(f"the {name} must be at least 1 s, got {value}")
     model = board_model(plan.board)
     steps = board.test_steps(board.board_files(plan))
     name = template_for(plan.board)
@@ -178,7 +197,9 @@ def render_job(plan: Plan, source: BootSource, *, job_name: str | None = None,
         "job_name": job_name or f"rtlab {plan.board} {plan.flavour} "
                                 f"{plan.image.get('image_id') or ''}".strip(),
         "priority": priority, "plan": plan, "plan_key": METADATA_KEY,
-        "plan_json": plan.to_json(), "timeouts": timeouts_for(plan), "login": LOGIN,
+        "plan_json": plan.to_json(), "login": LOGIN, "tags": list(tags),
+        "timeouts": attr.evolve(timeouts_for(plan), job_seconds=job_timeout_s,
+                                queue_seconds=queue_timeout_s),
         "urls": dict(source.urls), "kernel_args": kernel_args(plan.board, source.cmdline),
         "test": {"name": TEST_NAME, "steps": steps,
                  "description": f"rtlab latency suite: {len(plan.cases)} case(s) of "

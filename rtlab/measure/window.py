@@ -4,9 +4,9 @@ the evidence that the loads covered the whole window.
 Nothing is sent to the board's console while the measurement runs: the program is started
 in the background and the host only waits (printing progress on its own side), because
 console traffic is itself a load on the board. What the board runs for the window is one
-script, uploaded before it starts (labgrid's ``ShellDriver.put_bytes``), so that only
-short commands cross the console: a busybox shell cuts input lines at 1024 characters,
-and a loaded board is slow to take even those.
+script, uploaded before it starts (rtlab.measure.upload: a few short commands of base64), so
+that only short commands cross the console: a busybox shell cuts input lines at 1024
+characters, and a loaded board is slow to take even those.
 """
 
 import logging
@@ -29,6 +29,7 @@ from rtlab.measure.loads import (
     LoadNotEffective,
     LoadPart,
 )
+from rtlab.measure.upload import put_file
 
 # the loads run well past the window and are stopped afterwards, so that they provably
 # covered all of it; the margin lets them reach full swing before the window opens
@@ -60,8 +61,6 @@ class Shell(Protocol):
 
     def run_check(self, cmd: str, *, timeout: float = 30.0, codec: str = "utf-8",
                   decodeerrors: str = "strict") -> list[str]: ...
-
-    def put_bytes(self, buf: bytes, remotefile: str) -> None: ...
 
 
 class ProgramFailed(Exception):
@@ -309,7 +308,7 @@ def run_window(shell: Shell, *, program: Sequence[str], parts: Sequence[LoadPart
     if any(part.kind == "network" for part in parts) and traffic is None:
         raise ValueError("the network load needs the board's traffic addresses")
     script = window_script(program, loads, cpus, duration_s + LOAD_OVERRUN_S)
-    shell.put_bytes(script.encode(), WINDOW_SCRIPT)
+    put_file(shell, script.encode(), WINDOW_SCRIPT)
     stream = None
     try:
         if traffic is not None and any(part.kind == "network" for part in parts):
@@ -363,8 +362,8 @@ def run_windows(shell: Shell, *, program: Sequence[str], parts: Sequence[LoadPar
     if not 0 < window_s <= cap_s:
         raise ValueError(f"the window ({window_s} s) must be positive and at most the cap "
                          f"({cap_s} s)")
-    shell.put_bytes(window_script(program, loads, cpus, adaptive_load_seconds(window_s, cap_s))
-                    .encode(), WINDOW_SCRIPT)
+    put_file(shell, window_script(program, loads, cpus, adaptive_load_seconds(window_s, cap_s))
+             .encode(), WINDOW_SCRIPT)
     stream = None
     windows: list[Window] = []
     gaps: list[float] = []

@@ -9,15 +9,17 @@ place is the run's ``LG_PLACE``.
 
 import os
 from collections.abc import Generator
+from typing import TYPE_CHECKING
 
 import pytest
 
-from rtlab.lab.queue import CaseQueue
 from rtlab.measure.suite import case_name
 from rtlab.pytestplugin.hooks import RECORD_KEY
-from rtlab.store import open_store
 
-QUEUE_KEY = pytest.StashKey[CaseQueue]()
+if TYPE_CHECKING:
+    from rtlab.lab.queue import CaseQueue  # noqa: F401 - QUEUE_KEY's type
+
+QUEUE_KEY = pytest.StashKey["CaseQueue"]()
 CLAIMED_KEY = pytest.StashKey[str]()
 # why this place took no more cases (it left the rest to the others)
 LEFT_KEY = pytest.StashKey[str]()
@@ -37,6 +39,11 @@ def pytest_configure(config: pytest.Config) -> None:
     place = os.environ.get("LG_PLACE")
     if not url or not plan or not place:
         raise pytest.UsageError("a shared plan needs --rt-queue, --rt-plan and LG_PLACE")
+    # imported only for a shared plan: the results store's imports (SQLAlchemy, alembic)
+    # are half a second of every run's start
+    from rtlab.lab.queue import CaseQueue  # noqa: F401 - QUEUE_KEY's type
+    from rtlab.store import open_store
+
     config.stash[QUEUE_KEY] = CaseQueue(open_store(url), plan, place)
 
 

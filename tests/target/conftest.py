@@ -14,15 +14,11 @@ from labgrid.resource.remote import RemotePlace
 from rtlab.campaign.identity import RUN_VARIABLE as CAMPAIGN_RUN_VARIABLE
 from rtlab.image.manifest import series_flavour
 from rtlab.lab.strategy import caused_by
+from rtlab.measure.facts import FactsError, read_system_info_at_once
 from rtlab.measure.loads import HostTraffic
 from rtlab.measure.rttests import TESTS
 from rtlab.measure.suite import Cases, load_suite
-from rtlab.measure.sysinfo import read_system_info
-from rtlab.store import URL_VARIABLE, open_store
-from rtlab.store.query import baseline_histograms, last_measured
 from rtlab.util.errors import InfrastructureError
-from rtlab.verdict.adaptive import AdaptiveCase
-from rtlab.verdict.sequential import SequentialPolicy
 from rtlab.verdict.thresholds import load_thresholds
 
 BOARD_KEY = pytest.StashKey[object]()
@@ -54,7 +50,11 @@ def shell(board, record):
 
 @pytest.fixture(scope="session")
 def system_info(board):
-    return read_system_info(board.ensure_shell())
+    # in two round trips of the console rather than one per fact (rtlab.measure.facts)
+    try:
+        return read_system_info_at_once(board.ensure_shell())
+    except FactsError as error:
+        raise InfrastructureError(str(error)) from error
 
 
 @pytest.hookimpl(wrapper=True)
@@ -241,6 +241,13 @@ def adaptive_case(request, board_name, flavour):
     """``adaptive_case(limits, statistics, scenario, interval_us)``: a latency case measured
     in windows (--rt-window) up to --rt-duration, against the series' baseline runs in the
     results store (--rt-baseline, else $RTLAB_RESULTS_DB; none: it runs to the cap)."""
+    # the results store and the sequential policy only here: a fixed run does without
+    # them, and their imports (SQLAlchemy, alembic) are half a second of every run's start
+    from rtlab.store import URL_VARIABLE, open_store
+    from rtlab.store.query import baseline_histograms
+    from rtlab.verdict.adaptive import AdaptiveCase
+    from rtlab.verdict.sequential import SequentialPolicy
+
     option = request.config.option
 
     def make(limits, statistics, scenario: str, interval_us: int) -> AdaptiveCase:
@@ -277,6 +284,10 @@ def trace_choice(request, board_name, flavour, thresholds):
         policy = thresholds.trace(board_name, flavour, scenario, interval_us)
         if policy.source is not None:
             return policy.enabled, f"trace: {str(policy.enabled).lower()} ({policy.source})"
+        # the store's modules only where a run looks into it (see adaptive_case)
+        from rtlab.store import URL_VARIABLE, open_store
+        from rtlab.store.query import last_measured
+
         url = option.rt_baseline or os.environ.get(URL_VARIABLE)
         if url:
             store = open_store(url)

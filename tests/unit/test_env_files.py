@@ -21,8 +21,10 @@ from rtlab.vlab.server import exporter_config
 
 ENV = REPO_ROOT / "env"
 EXPORTER_FILES = sorted((ENV / "exporter").glob("*.yaml"))
-# env/vlab.yaml configures the virtual rack itself; the rest are labgrid environments
-ENV_FILES = sorted(path for path in ENV.glob("*.yaml") if path.name != "vlab.yaml")
+# env/vlab.yaml configures the virtual rack itself, env/lava-server.yaml the LAVA instance
+# (rtlab lava server); the rest are labgrid environments
+ENV_FILES = sorted(path for path in ENV.glob("*.yaml")
+                   if path.name not in ("vlab.yaml", "lava-server.yaml"))
 
 # What a client sees of each class a lab host exports (labgrid's exporter turns local USB
 # resources into their Network* counterparts).

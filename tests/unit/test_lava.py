@@ -515,7 +515,7 @@ def test_fetch_reads_a_servers_job_and_judges_its_raw_log(tmp_path, monkeypatch)
     out = tmp_path / "out"
     assert main(["lava", "fetch", "1234", "--wait", "60", "--out", str(out),
                  "--thresholds", str(thresholds)]) == 0
-    assert calls[0] == ("jobs", "wait", "1234", "--timeout", "60")
+    assert calls[0] == ("jobs", "wait", "1234", "--timeout", "60", "--polling", "5")
     assert (out / "job-1234" / "log.yaml").read_text() == raw_log
     judged = {r["scenario"]: r for r in map(read_record, (out / "results").glob("*.json"))}
     assert judged["cpu50"]["verdict"] == "pass"

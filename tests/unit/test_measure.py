@@ -5,8 +5,11 @@ The loads are proven by the CPUs' utilisation from the board's two /proc/stat re
 each load's own evidence), never by the loads' own CPU time: on an emulated board that runs
 on another clock than /proc/stat and the uptime."""
 
+import base64
 import contextlib
 import ctypes
+import gzip
+import hashlib
 import os
 import re
 import shlex
@@ -174,6 +177,19 @@ class BoardLoad:
     probe: str = ""
 
 
+def take_upload(staged: dict[str, str], cmd: str) -> tuple[str, bytes] | None:
+    """One of rtlab.measure.upload's commands, done as the board's shell would: the chunks
+    gathered; at the last, the file decoded and its SHA-256 checked (remote path, data)."""
+    chunk, mode, staging = re.match(r"printf %s (\S*) (>>?) (\S+)", cmd).groups()
+    staged[staging] = (staged.get(staging, "") if mode == ">>" else "") + chunk
+    if "base64 -d" not in cmd:
+        return None
+    data = gzip.decompress(base64.b64decode(staged.pop(staging)))
+    assert hashlib.sha256(data).hexdigest() == re.search(r'"\$1" = ([0-9a-f]{64})',
+                                                         cmd).group(1)
+    return staging.removesuffix(".b64"), data
+
+
 @attr.define
 class FakeBoard:
     """The board's shell: records every command and answers those of run_window as the
@@ -193,11 +209,15 @@ class FakeBoard:
     commands: list[str] = attr.Factory(list)
     uploads: dict[str, str] = attr.Factory(dict)
 
-    def put_bytes(self, buf, remotefile):
-        self.commands.append(f"put_bytes {remotefile}")
-        self.uploads[remotefile] = buf.decode("utf-8")
+    staged: dict[str, str] = attr.Factory(dict)
 
     def run_check(self, cmd, *, timeout=30.0, codec="utf-8", decodeerrors="strict"):
+        if cmd.startswith("printf %s "):
+            done = take_upload(self.staged, cmd)
+            if done is not None:
+                self.commands.append(f"upload {done[0]}")
+                self.uploads[done[0]] = done[1].decode("utf-8")
+            return []
         out, _, code = self._answer(cmd)
         if code != 0:
             raise ExecutionError(f"{cmd!r} exited {code}")
@@ -315,7 +335,7 @@ def test_healthy_window(slept):
         loadavg_before=LOADAVG_BEFORE)
     # nothing is said on the console while the window runs, and only short commands
     assert slept == [5] and progress == []
-    assert board.commands == [f"put_bytes {WINDOW_SCRIPT}", START, END, STOP, TAIL]
+    assert board.commands == [f"upload {WINDOW_SCRIPT}", START, END, STOP, TAIL]
     assert board.script()["start"] == [
         f"rm -f {PROGRAM_RC} {PROGRAM_RC}.tmp {PROGRAM_OUT}",
         "setsid sh -c 'exec stress-ng --cpu 4 --cpu-load 50 --timeout "
@@ -341,7 +361,7 @@ def test_window_without_loads_starts_and_stops_none(slept):
     assert result.load_facts == {"cpu_utilisation": 0.498, "loadavg": LOADAVG,
                                  "min_utilisation": 0.0, "loads": {}}
     assert result.temperatures_mc == ((), ())
-    assert board.commands == [f"put_bytes {WINDOW_SCRIPT}", START, END, TAIL]
+    assert board.commands == [f"upload {WINDOW_SCRIPT}", START, END, TAIL]
     script = board.script()
     # no margin to wait for either
     assert not any("setsid" in line or line.startswith("sleep") for line in script["start"])
@@ -1155,6 +1175,7 @@ class LocalShell:
 
     def __init__(self, root: Path, env: dict[str, str]) -> None:
         self.root, self.env, self.sent = root, env, []
+        self.staged: dict[str, str] = {}
 
     def _local(self, text: str) -> str:
         return text.replace("/tmp/", f"{self.root}/")
@@ -1166,13 +1187,18 @@ class LocalShell:
         return done.stdout.splitlines(), done.stderr.splitlines(), done.returncode
 
     def run_check(self, cmd, *, timeout=30.0, codec="utf-8", decodeerrors="strict"):
+        if cmd.startswith("printf %s "):
+            # the script's /tmp/ paths are this test's folder (test_upload.py runs the
+            # upload's own commands in a real sh)
+            done = take_upload(self.staged, cmd)
+            if done is not None:
+                Path(self._local(done[0])).write_text(self._local(done[1].decode()))
+            return []
         out, err, code = self.run(cmd, timeout=timeout)
         if code != 0:
             raise ExecutionError(f"{cmd}: {err}")
         return out
 
-    def put_bytes(self, buf, remotefile):
-        Path(self._local(remotefile)).write_bytes(self._local(buf.decode()).encode())
 
 
 def test_windows_run_under_one_load_until_the_caller_stops_them(tmp_path, subreaper):

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from rtlab.measure import facts, upload
 from rtlab.measure.sysinfo import cpu_list, preemption_model, read_system_info
 
 # what the emulated boards answered (Debian 6.1 kernels)
@@ -200,3 +201,37 @@ def test_cpu_list_refuses_garbage(text):
 )
 def test_preemption_model_from_uname(version, realtime, model):
     assert preemption_model(version, realtime) == model
+
+
+class HostShell:
+    """run_check as labgrid's ShellDriver runs a command (``sh -c``), on this machine."""
+
+    def __init__(self):
+        self.sent: list[str] = []
+
+    def run_check(self, cmd, *, timeout=30, codec="utf-8", decodeerrors="strict"):
+        self.sent.append(cmd)
+        done = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True,
+                              timeout=timeout, check=True)
+        return done.stdout.splitlines()
+
+
+def test_the_facts_asked_at_once_are_the_facts_asked_one_by_one():
+    one_by_one, at_once = HostShell(), HostShell()
+    assert facts.read_system_info_at_once(at_once) == read_system_info(one_by_one)
+    # in two lines a busybox shell takes, instead of one per command
+    assert len(at_once.sent) == 2 < len(one_by_one.sent)
+    assert all(len(cmd) <= upload.LINE_CHARS for cmd in at_once.sent)
+
+
+def test_answers_of_a_batch_keep_output_status_and_unended_lines():
+    commands = ["printf 'a\\nb'", "false", "echo x"]
+    mark = "rtlab-facts-00000000"
+    [batch] = facts.batches(commands, mark)
+    lines = HostShell().run_check(batch)
+    answers = facts.parse_batch(lines, mark, commands)
+    assert answers == {"printf 'a\\nb'": facts.Answer("a\nb", 0),
+                       "false": facts.Answer("", 1), "echo x": facts.Answer("x", 0)}
+    with pytest.raises(facts.FactsError, match="exited 1"):
+        facts.replay_system_info({**{c: facts.Answer("0", 0) for c in facts.sysinfo_commands()},
+                                  "uname -v": facts.Answer("", 1)})
