@@ -22,7 +22,25 @@ def _plain(value: float, _pos: object = None) -> str:
     return f"{value:g}" if value > 0 else ""
 
 
+def _measured(axes) -> bool:  # noqa: ANN001 - matplotlib Axes
+    """Whether the panel holds a value a log axis can show; a panel of cases that all
+    errored holds none, and matplotlib refuses to draw an empty log axis."""
+    for line in axes.lines:
+        values = np.asarray(line.get_ydata(), dtype=float)
+        if np.any(values[np.isfinite(values)] > 0):
+            return True
+    return False
+
+
+def _not_measured(axes) -> None:  # noqa: ANN001 - matplotlib Axes
+    axes.text(0.5, 0.5, "not measured", ha="center", va="center", transform=axes.transAxes,
+              fontsize=8, color="#777777")
+
+
 def _log_y(axes) -> None:  # noqa: ANN001 - matplotlib Axes
+    if not _measured(axes):
+        _not_measured(axes)
+        return
     axes.set_yscale("log")
     # 1-2-5 ticks: a campaign's figures often span less than a decade
     axes.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
@@ -148,8 +166,7 @@ def histogram_figure(data: CampaignData, board: str, interval: int) -> Figure:
                 axes.set_ylabel(f"{load}\nwake-ups", fontsize=8)
             axes.tick_params(labelsize=7)
             if cell is None or not cell.measured:
-                axes.text(0.5, 0.5, "not measured", ha="center", va="center",
-                          transform=axes.transAxes, fontsize=8, color="#777777")
+                _not_measured(axes)
                 continue
             overflows = 0
             for cpu, hist in _cpu_histograms(cell).items():
@@ -164,11 +181,15 @@ def histogram_figure(data: CampaignData, board: str, interval: int) -> Figure:
                                   linewidth=0.8, label=f"CPU{cpu}")
                 axes.plot(buckets, hist.counts[buckets], ".", markersize=2,
                           color=line.get_color())
-            axes.set_yscale("log")
-            axes.yaxis.set_minor_locator(NullLocator())
             if overflows:
                 axes.text(0.98, 0.92, f"{overflows} ≥ range", ha="right", va="top",
                           transform=axes.transAxes, fontsize=7, color="#7a4500")
+            if not _measured(axes):
+                if not overflows:
+                    _not_measured(axes)
+                continue
+            axes.set_yscale("log")
+            axes.yaxis.set_minor_locator(NullLocator())
     for axes in grid[-1]:
         axes.set_xlabel("latency (µs)", fontsize=8)
     handles, labels = grid[0][0].get_legend_handles_labels()

@@ -271,7 +271,7 @@ def adaptive_case(request, board_name, flavour):
 
 
 @pytest.fixture
-def trace_choice(request, board_name, flavour, thresholds):
+def trace_choice(request, board_name, flavour, thresholds_flavour, thresholds):
     """``trace_choice(scenario, interval_us)`` → (trace it?, why): --rt-trace always or
     never; else thresholds.yaml's ``trace:`` where a level sets it; else on when the
     series' last stored run (on this branch, $CI_COMMIT_REF_NAME; anywhere outside CI)
@@ -281,7 +281,8 @@ def trace_choice(request, board_name, flavour, thresholds):
     def choose(scenario: str, interval_us: int) -> tuple[bool, str]:
         if option.rt_trace != "auto":
             return option.rt_trace == "always", f"--rt-trace {option.rt_trace}"
-        policy = thresholds.trace(board_name, flavour, scenario, interval_us)
+        # a campaign's variant is judged by its flavour's limits, so its trace policy too
+        policy = thresholds.trace(board_name, thresholds_flavour, scenario, interval_us)
         if policy.source is not None:
             return policy.enabled, f"trace: {str(policy.enabled).lower()} ({policy.source})"
         # the store's modules only where a run looks into it (see adaptive_case)

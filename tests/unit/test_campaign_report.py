@@ -208,3 +208,25 @@ def test_confidence_of_each_quantile_is_its_share_of_the_rows(written, campaign)
     each = written.data.confidence_each
     assert math.isclose(1 - each, (1 - campaign.confidence) / len(campaign.quantiles))
     assert f"{each:.1%} interval" in written.summary.read_text()
+
+
+def test_a_campaign_whose_cases_all_errored_still_gets_its_report(campaign, records, tmp_path):
+    # the lab failed every case (a campaign run on the rack once ended here with matplotlib's
+    # "cannot be log-scaled"): the report says so instead of failing to draw empty axes
+    errored = [{**r, "verdict": "error", "message": "the board did not boot", "cpus": [],
+                "campaign_run": "hardening:errored", "run_id": r["run_id"] + ":errored"}
+               for r in records]
+    folder = tmp_path / "records"
+    for record in errored:
+        write_record(folder, {k: v for k, v in record.items() if k != "schema"})
+    store = open_store(f"sqlite:///{tmp_path / 'results.db'}")
+    try:
+        ingest_folder(store, folder)
+        report = write_campaign_report(store, campaign, tmp_path / "report",
+                                       campaign_run="hardening:errored")
+    finally:
+        store.close()
+    assert report.data.campaign_run == "hardening:errored"
+    assert all(not cell.measured for cell in report.data.cells.values())
+    pictures = sorted(p.name for p in (tmp_path / "report").rglob("*.png"))
+    assert pictures, "no figure written"
