@@ -744,14 +744,19 @@ def _gone(pid: int) -> bool:
     return state == "Z"
 
 
-def with_fake_stress_ng(tmp_path: Path, before: str = "") -> dict[str, str]:
+def with_fake_stress_ng(tmp_path: Path, before: str = "", *, busy: bool = False
+                        ) -> dict[str, str]:
     """The environment of a shell whose stress-ng is a fake that says it dispatched its
-    hogs and then sleeps (``before``: lines of its own first); its folder is tmp_path/bin."""
+    hogs and then sleeps, or with ``busy`` spins as a hog does (``before``: lines of its
+    own first); its folder is tmp_path/bin."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "stress-ng"
+    # a window's load is proven from the host's /proc/stat: a sleeping fake passes only when
+    # something else happens to run on the host meanwhile (make test once met an idle moment)
+    work = "while :; do :; done\n" if busy else "exec sleep 300\n"
     fake.write_text(f'#!/bin/sh\n{before}echo "stress-ng: info:  [$$] dispatching hogs: $2 cpu"\n'
-                    "exec sleep 300\n", encoding="utf-8")
+                    f"{work}", encoding="utf-8")
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
 
@@ -1202,7 +1207,7 @@ class LocalShell:
 
 
 def test_windows_run_under_one_load_until_the_caller_stops_them(tmp_path, subreaper):
-    shell = LocalShell(tmp_path, with_fake_stress_ng(tmp_path))
+    shell = LocalShell(tmp_path, with_fake_stress_ng(tmp_path, busy=True))
     pids = []
 
     def after(index: int, window: Window) -> str | None:
@@ -1225,8 +1230,8 @@ def test_windows_run_under_one_load_until_the_caller_stops_them(tmp_path, subrea
 def test_an_adaptive_runs_loads_outlast_every_gap_the_host_may_take(tmp_path, subreaper):
     """A load bound to the cap ran out on a loaded virtual board whose gaps between windows
     took half a minute each, and voided the last window."""
-    shell = LocalShell(tmp_path, with_fake_stress_ng(tmp_path,
-                                                     before='echo "$@" >"$(dirname "$0")/args"\n'))
+    shell = LocalShell(tmp_path, with_fake_stress_ng(
+        tmp_path, before='echo "$@" >"$(dirname "$0")/args"\n', busy=True))
     measure.run_windows(shell, program=["true"], parts=[CpuLoad(10, 0.01)], cpus=1,
                         window_s=1, cap_s=3, after_window=lambda index, window: "decided",
                         progress=lambda text: None)
