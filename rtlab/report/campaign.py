@@ -18,7 +18,7 @@ load asks; and the load average and temperatures as each window opened and close
 import datetime
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attr
@@ -193,6 +193,19 @@ class CampaignData:
 
     def cell(self, board: str, variant: str, scenario: str, interval_us: int) -> Cell | None:
         return self.cells.get((board, variant, scenario, interval_us))
+
+    def proven_runs(self, board: str) -> Iterator[tuple[Cell, LoadProof, int, RunFigures]]:
+        """Every run of the board with its cell's load proof and its number in the cell,
+        in the order of the reports' "loads, proven" tables."""
+        for interval in self.intervals(board):
+            for scenario in self.loads(board, interval):
+                for variant in self.variants():
+                    cell = self.cell(board, variant, scenario, interval)
+                    if cell is None:
+                        continue
+                    proof = self.load_proof(cell)
+                    for index, run in enumerate(cell.runs, 1):
+                        yield cell, proof, index, run
 
     def load_proof(self, cell: Cell) -> LoadProof:
         gross = cell.utilisation
@@ -434,20 +447,13 @@ def markdown(data: CampaignData, *, figures: Mapping[str, str] | None = None) ->
                 "| variant | load | interval | run | CPU busy | idle baseline | net | "
                 "needed | load average before → after | temperature before → after | "
                 "proof |", "| --- " * 11 + "|"]
-        for interval in data.intervals(board):
-            for scenario in data.loads(board, interval):
-                for variant in data.variants():
-                    cell = data.cell(board, variant, scenario, interval)
-                    if cell is None:
-                        continue
-                    proof = data.load_proof(cell)
-                    for index, run in enumerate(cell.runs, 1):
-                        out.append(
-                            f"| {variant} | {scenario} | {interval} µs | {index} | "
-                            f"{percent(run.utilisation)} | {percent(proof.idle)} | "
-                            f"{percent(proof.net)} | {percent(proof.asked)} | "
-                            f"{loadavg_text(run.loadavg_before, run.loadavg_after)} | "
-                            f"{temperature_text(run)} | {_cell(proof.note)} |")
+        for cell, proof, index, run in data.proven_runs(board):
+            out.append(
+                f"| {cell.variant} | {cell.scenario} | {cell.interval_us} µs | {index} | "
+                f"{percent(run.utilisation)} | {percent(proof.idle)} | "
+                f"{percent(proof.net)} | {percent(proof.asked)} | "
+                f"{loadavg_text(run.loadavg_before, run.loadavg_after)} | "
+                f"{temperature_text(run)} | {_cell(proof.note)} |")
         out.append("")
     errors = [run for cell in data.cells.values() for run in cell.runs
               if run.verdict not in MEASURED]

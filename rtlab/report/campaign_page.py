@@ -145,22 +145,14 @@ def _board(data: CampaignData, board: str, pictures: dict[str, tuple[str, bytes]
                   _table(["load", "interval", *[quantile_name(q) for q in campaign.quantiles]],
                          body)]
         parts += [f'<p class="small">{_e(w)}</p>' for w in warnings]
-    proof_rows = []
-    for interval in data.intervals(board):
-        for scenario in data.loads(board, interval):
-            for variant in data.variants():
-                cell = data.cell(board, variant, scenario, interval)
-                if cell is None:
-                    continue
-                proof = data.load_proof(cell)
-                for index, run in enumerate(cell.runs, 1):
-                    proof_rows.append([
-                        _td(variant), _td(scenario), _td(f"{interval} µs"), _td(index, num=True),
-                        _td(percent(run.utilisation), num=True), _td(percent(proof.idle), num=True),
-                        _td(percent(proof.net), num=True), _td(percent(proof.asked), num=True),
-                        _td(loadavg_text(run.loadavg_before, run.loadavg_after)),
-                        _td(temperature_text(run)),
-                        _td(proof.note, css="o-regression" if proof.proven is False else "")])
+    proof_rows = [
+        [_td(cell.variant), _td(cell.scenario), _td(f"{cell.interval_us} µs"),
+         _td(index, num=True), _td(percent(run.utilisation), num=True),
+         _td(percent(proof.idle), num=True), _td(percent(proof.net), num=True),
+         _td(percent(proof.asked), num=True),
+         _td(loadavg_text(run.loadavg_before, run.loadavg_after)), _td(temperature_text(run)),
+         _td(proof.note, css="o-regression" if proof.proven is False else "")]
+        for cell, proof, index, run in data.proven_runs(board)]
     parts += ["<h3>The loads, proven</h3>",
               _table(["variant", "load", "interval", "run", "CPU busy", "idle baseline",
                       "net", "needed", "load average before → after",
