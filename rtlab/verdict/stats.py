@@ -621,6 +621,15 @@ def quantile_name(quantile: float) -> str:
     return f"p{float(Fraction(repr(float(quantile))) * 100):g}"
 
 
+def _check_bootstrap(quantile: float, confidence: float, resamples: int) -> None:
+    if not 0 < quantile < 1:
+        raise ValueError(f"quantile must be in (0, 1), got {quantile}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    if resamples < 100:
+        raise ValueError(f"resamples must be at least 100, got {resamples}")
+
+
 def compare(
     candidate: Histogram,
     baseline: Histogram | Sequence[Histogram],
@@ -642,12 +651,7 @@ def compare(
     ``margin_relative * baseline`` where that is given and wider (an adaptive run's
     equivalence margin: the shift it need not tell from none, rtlab.verdict.sequential).
     Histograms of different ranges are compared at the smallest one."""
-    if not 0 < quantile < 1:
-        raise ValueError(f"quantile must be in (0, 1), got {quantile}")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    if resamples < 100:
-        raise ValueError(f"resamples must be at least 100, got {resamples}")
+    _check_bootstrap(quantile, confidence, resamples)
     runs = [baseline] if isinstance(baseline, Histogram) else list(baseline)
     if not runs:
         raise ValueError("the baseline has no runs")
@@ -990,12 +994,7 @@ def compare_variants(
     bucket can then still be shown to be none. A quantile that fewer than ``min_beyond``
     wake-ups of either variant lie beyond is not estimated at all: the verdict says how
     much longer the runs must be for it."""
-    if not 0 < quantile < 1:
-        raise ValueError(f"quantile must be in (0, 1), got {quantile}")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    if resamples < 100:
-        raise ValueError(f"resamples must be at least 100, got {resamples}")
+    _check_bootstrap(quantile, confidence, resamples)
     runs_a, runs_b = list(baseline), list(candidate)
     if not runs_a or not runs_b:
         raise ValueError("each variant needs at least one run")
