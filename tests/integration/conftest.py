@@ -11,6 +11,7 @@ from rtlab.image.build import build_image
 from rtlab.util import paths
 from rtlab.vlab import control
 from rtlab.vlab.config import VlabConfig, load_config
+from tests.pipeline_bench import pipeline_times
 
 
 def qemu_processes() -> list[str]:
@@ -50,3 +51,23 @@ def image():
         return build_image(board, flavour, paths.debs_dir(), paths.images_dir(),
                            progress=lambda msg: None).sd_image
     return get
+
+
+@pytest.fixture(scope="module")
+def wide_suite(tmp_path_factory) -> Path:
+    """The repository's suite file with a 50 ms histogram: the emulated tail lies inside it,
+    so quantiles are figures, not ">= range"."""
+    text = (paths.REPO_ROOT / "suite.yaml").read_text()
+    assert text.count("  histogram_us: 400\n") == 1
+    path = tmp_path_factory.mktemp("suite") / "suite.yaml"
+    path.write_text(text.replace("  histogram_us: 400\n", "  histogram_us: 50000\n"))
+    return path
+
+
+@pytest.fixture(scope="module")
+def gitlab_ci_local() -> Path:
+    try:
+        return pipeline_times.gitlab_ci_local()
+    except (FileNotFoundError, subprocess.CalledProcessError) as error:
+        pytest.fail(f"gitlab-ci-local is not installed ({error}): the bootstrap's "
+                    "pipeline-tools step (scripts/install-pipeline-tools.sh) installs it")

@@ -22,20 +22,12 @@ import pytest
 from rtlab.report.campaign import comparison_seed
 from rtlab.util.paths import REPO_ROOT
 from rtlab.verdict.stats import Histogram, compare_variants, quantile_name
+from tests.markdown_table import table
 
 pytestmark = pytest.mark.vlab
 
 VARIANTS = ("debian-std", "debian-rt")
 SCENARIOS = ("idle", "cpu100")
-
-
-@pytest.fixture(scope="module")
-def wide_suite(tmp_path_factory) -> Path:
-    text = (REPO_ROOT / "suite.yaml").read_text()
-    assert text.count("  histogram_us: 400\n") == 1
-    path = tmp_path_factory.mktemp("suite") / "suite.yaml"
-    path.write_text(text.replace("  histogram_us: 400\n", "  histogram_us: 50000\n"))
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -54,17 +46,6 @@ def campaign_run(vlab, tmp_path_factory, wide_suite):
 
 def records(out: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted((out / "test").rglob("results/*.json"))]
-
-
-def table(text: str, header: str) -> list[list[str]]:
-    lines = text.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {header}"))
-    rows = []
-    for line in lines[start + 2:]:
-        if not line.startswith("|"):
-            break
-        rows.append([cell.strip() for cell in line.strip("|").split(" | ")])
-    return rows
 
 
 def test_every_case_was_measured_and_carries_its_variant(campaign_run):

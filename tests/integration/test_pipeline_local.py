@@ -19,7 +19,6 @@ Measurements are short (one case, 10 s); a board that cannot boot gets a short l
 timeout, so the whole module stays within a few minutes.
 """
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -29,25 +28,12 @@ import pytest
 from ruamel.yaml import YAML
 
 from rtlab.util.paths import REPO_ROOT
+from tests.pipeline_bench import pipeline_times
 
 pytestmark = pytest.mark.vlab
 
-_spec = importlib.util.spec_from_file_location("pipeline_times",
-                                               REPO_ROOT / "bench" / "pipeline_times.py")
-pipeline_times = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(pipeline_times)
-
 CLIENT = str(Path(sys.executable).parent / "labgrid-client")
 CASE = "cpu100/1000us"
-
-
-@pytest.fixture(scope="module")
-def gitlab_ci_local():
-    try:
-        return pipeline_times.gitlab_ci_local()
-    except (FileNotFoundError, subprocess.CalledProcessError) as error:
-        pytest.fail(f"gitlab-ci-local is not installed ({error}): the bootstrap's "
-                    "pipeline-tools step (scripts/install-pipeline-tools.sh) installs it")
 
 
 @pytest.fixture

@@ -9,32 +9,17 @@ the job's environment only, as a lab sets it. No board is booted: the job reads 
 the virtual rack, on the history its demos accumulate.
 """
 
-import importlib.util
 import json
 import subprocess
 
-import pytest
 from ruamel.yaml import YAML
 
 from rtlab.store import ingest_folder, open_store
 from rtlab.util.paths import REPO_ROOT
-
-_spec = importlib.util.spec_from_file_location("pipeline_times",
-                                               REPO_ROOT / "bench" / "pipeline_times.py")
-pipeline_times = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(pipeline_times)
+from tests.pipeline_bench import pipeline_times
 
 RECORDS = REPO_ROOT / "tests" / "data" / "records" / "vlab-imx6q-rt"
 BRANCH = "rtlab/tune-thresholds"
-
-
-@pytest.fixture(scope="module")
-def gitlab_ci_local():
-    try:
-        return pipeline_times.gitlab_ci_local()
-    except (FileNotFoundError, subprocess.CalledProcessError) as error:
-        pytest.fail(f"gitlab-ci-local is not installed ({error}): the bootstrap's "
-                    "pipeline-tools step (scripts/install-pipeline-tools.sh) installs it")
 
 
 def seed(store_path, folder) -> None:

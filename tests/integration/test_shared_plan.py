@@ -45,15 +45,6 @@ def rtlab(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def wide_suite(tmp_path_factory) -> Path:
-    text = (REPO_ROOT / "suite.yaml").read_text()
-    assert text.count("  histogram_us: 400\n") == 1
-    path = tmp_path_factory.mktemp("suite") / "suite.yaml"
-    path.write_text(text.replace("  histogram_us: 400\n", "  histogram_us: 50000\n"))
-    return path
-
-
-@pytest.fixture(scope="module")
 def shared_run(vlab, image, tmp_path_factory, wide_suite):
     out = tmp_path_factory.mktemp("shared") / "out"
     runner = subprocess.Popen(

@@ -19,6 +19,7 @@ from rtlab.store.models import Run
 from rtlab.util.paths import REPO_ROOT
 from rtlab.verdict.record import write_record
 from rtlab.verdict.stats import COSTS, NO_MEASURABLE_CHANGE, Histogram, compare_variants
+from tests.markdown_table import table
 
 _spec = importlib.util.spec_from_file_location(
     "campaign_synthetic", REPO_ROOT / "bench" / "campaign_synthetic.py")
@@ -63,17 +64,6 @@ def record_cells(records):
         cells.setdefault(key, []).append(record)
     return cells
 
-
-def table(text: str, header: str) -> list[list[str]]:
-    """The rows of the markdown table whose header starts with ``header``."""
-    lines = text.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {header}"))
-    rows = []
-    for line in lines[start + 2:]:
-        if not line.startswith("|"):
-            break
-        rows.append([cell.strip() for cell in line.strip("|").split(" | ")])
-    return rows
 
 
 def test_the_variants_identity_reaches_the_store(stored, campaign):
