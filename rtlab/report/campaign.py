@@ -194,18 +194,23 @@ class CampaignData:
     def cell(self, board: str, variant: str, scenario: str, interval_us: int) -> Cell | None:
         return self.cells.get((board, variant, scenario, interval_us))
 
-    def proven_runs(self, board: str) -> Iterator[tuple[Cell, LoadProof, int, RunFigures]]:
-        """Every run of the board with its cell's load proof and its number in the cell,
-        in the order of the reports' "loads, proven" tables."""
+    def board_cells(self, board: str) -> Iterator[Cell]:
+        """The board's cells in the order of the reports' tables: by interval, then load,
+        then variant."""
         for interval in self.intervals(board):
             for scenario in self.loads(board, interval):
                 for variant in self.variants():
                     cell = self.cell(board, variant, scenario, interval)
-                    if cell is None:
-                        continue
-                    proof = self.load_proof(cell)
-                    for index, run in enumerate(cell.runs, 1):
-                        yield cell, proof, index, run
+                    if cell is not None:
+                        yield cell
+
+    def proven_runs(self, board: str) -> Iterator[tuple[Cell, LoadProof, int, RunFigures]]:
+        """Every run of the board with its cell's load proof and its number in the cell,
+        in the order of the reports' "loads, proven" tables."""
+        for cell in self.board_cells(board):
+            proof = self.load_proof(cell)
+            for index, run in enumerate(cell.runs, 1):
+                yield cell, proof, index, run
 
     def load_proof(self, cell: Cell) -> LoadProof:
         gross = cell.utilisation
@@ -414,19 +419,13 @@ def markdown(data: CampaignData, *, figures: Mapping[str, str] | None = None) ->
                 "tail expects µs (95 % of runs) | avg µs | " + " | ".join(
                     f"{quantile_name(q)} µs" for q in campaign.quantiles) + " |",
                 "| --- " * (9 + len(campaign.quantiles)) + "|"]
-        for interval in data.intervals(board):
-            for scenario in data.loads(board, interval):
-                for variant in data.variants():
-                    cell = data.cell(board, variant, scenario, interval)
-                    if cell is None:
-                        continue
-                    verdicts = ", ".join(run.verdict for run in cell.runs)
-                    out.append(
-                        f"| {variant} | {scenario} | {interval} µs | {len(cell.measured)} | "
-                        f"{verdicts} | {cell.samples} | {us(cell.max_us)} | "
-                        f"{expected_text(cell.expected())} | {us(cell.avg_us)} | "
-                        + " | ".join(quantile_text(cell, q) for q in campaign.quantiles)
-                        + " |")
+        for cell in data.board_cells(board):
+            verdicts = ", ".join(run.verdict for run in cell.runs)
+            out.append(
+                f"| {cell.variant} | {cell.scenario} | {cell.interval_us} µs | "
+                f"{len(cell.measured)} | {verdicts} | {cell.samples} | {us(cell.max_us)} | "
+                f"{expected_text(cell.expected())} | {us(cell.avg_us)} | "
+                + " | ".join(quantile_text(cell, q) for q in campaign.quantiles) + " |")
         out.append("")
         for pair in campaign.pairs:
             rows = [row for row in data.pairs if row.board == board and row.pair == pair]

@@ -108,22 +108,16 @@ def _board(data: CampaignData, board: str, pictures: dict[str, tuple[str, bytes]
                      f"{board}: the maximum against the load, one line per variant"),
              _figure(pictures, f"{board}/average", f"{board}: the average against the load")]
     rows = []
-    for interval in data.intervals(board):
-        for scenario in data.loads(board, interval):
-            for variant in data.variants():
-                cell = data.cell(board, variant, scenario, interval)
-                if cell is None:
-                    continue
-                expected = cell.expected()
-                rows.append([_td(variant), _td(scenario), _td(f"{interval} µs"),
-                             _td(len(cell.measured), num=True),
-                             _td(", ".join(run.verdict for run in cell.runs)),
-                             _td(cell.samples, num=True), _td(us(cell.max_us), num=True),
-                             _td(expected_text(expected),
-                                 css="o-regression" if expected and expected.outlier else ""),
-                             _td(us(cell.avg_us), num=True),
-                             *[_td(quantile_text(cell, q), num=True)
-                               for q in campaign.quantiles]])
+    for cell in data.board_cells(board):
+        expected = cell.expected()
+        rows.append([_td(cell.variant), _td(cell.scenario), _td(f"{cell.interval_us} µs"),
+                     _td(len(cell.measured), num=True),
+                     _td(", ".join(run.verdict for run in cell.runs)),
+                     _td(cell.samples, num=True), _td(us(cell.max_us), num=True),
+                     _td(expected_text(expected),
+                         css="o-regression" if expected and expected.outlier else ""),
+                     _td(us(cell.avg_us), num=True),
+                     *[_td(quantile_text(cell, q), num=True) for q in campaign.quantiles]])
     parts += ["<h3>Figures per variant and load</h3>",
               _table(["variant", "load", "interval", "runs", "verdicts", "wake-ups",
                       "max µs", "tail expects µs (95 % of runs)", "avg µs",
