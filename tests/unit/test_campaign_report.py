@@ -7,6 +7,7 @@ apart."""
 import importlib.util
 import json
 import math
+from html.parser import HTMLParser
 
 import pytest
 
@@ -124,6 +125,39 @@ def test_each_pair_row_is_the_comparison_of_the_records_and_finds_the_known_cost
 
 def seed_of(scenario, quantile):
     return comparison_seed("imx6q", scenario, 1000, quantile)
+
+
+class _TableRows(HTMLParser):
+    """The text of every <td> row of an HTML page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[list[str]] = []
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        if tag == "tr":
+            self.rows.append([])
+        elif tag == "td":
+            self._cell = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "td" and self._cell is not None:
+            self.rows[-1].append("".join(self._cell).strip())
+            self._cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def test_the_pages_figures_table_has_the_rows_of_the_checked_markdown_one(written):
+    markdown_rows = table(written.summary.read_text(), "variant | load | interval | runs")
+    parser = _TableRows()
+    parser.feed(written.html.read_text())
+    width = len(markdown_rows[0])
+    page_rows = [row for row in parser.rows if len(row) == width]
+    assert page_rows == markdown_rows
 
 
 def test_the_max_is_never_shown_alone(written):
