@@ -2,6 +2,7 @@
 (kernel.json, the image manifest, every result record), checked when they are read:
 light, so that reading a record does not load the campaign's specification."""
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,3 +34,11 @@ def read_variant(path: Path, document: dict[str, Any], what: str) -> dict[str, A
     return variant
 
 
+def campaign_of(manifest: Mapping[str, Any], environ: Mapping[str, str]) -> str | None:
+    """The campaign whose case a session runs: the image's variant's campaign, else the
+    execution ``$RTLAB_CAMPAIGN_RUN`` names; None outside a campaign. Either says so: the
+    image is a campaign's variant, or the run is one of a campaign's executions."""
+    variant = manifest.get("variant")
+    if isinstance(variant, Mapping) and variant.get("campaign"):
+        return str(variant["campaign"])
+    return environ.get(RUN_VARIABLE) or None

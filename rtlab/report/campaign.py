@@ -10,6 +10,14 @@ passed or failed; an error has no figure): the maximum, beside it what the tail 
 the maximum of that many wake-ups to be (:func:`rtlab.verdict.stats.expected_max`), the
 average, and the quantiles the runs are long enough for (100 wake-ups beyond each).
 
+A run **cut short** is left out of the figures and of every comparison, and named in its own
+list: cyclictest's ``--breaktrace`` ended its window at the first wake-up past max_us (its
+record's ``trace.breach``), or it was armed to and whether it did is unknown, or it
+measured fewer seconds than planned. Its tail is censored where it stopped, and counted
+as a whole run it would bias the comparison; its maximum still shows in that list. A campaign
+never arms the break (rtlab.measure.trace.choose_trace): such a run comes only from a
+record made otherwise.
+
 The **load proof** is the field's: the CPU utilisation the board's /proc/stat showed
 during the window, less what the measuring program alone takes (the ``idle`` scenario of
 the same variant, board and interval, where the campaign measures it), against what the
@@ -76,10 +84,17 @@ class RunFigures:
     loadavg_before: str | None
     loadavg_after: str | None
     temperatures_mc: tuple[tuple[int, ...], tuple[int, ...]]
+    cut_short: str | None = None
+    """Why the run did not measure its whole planned window (:func:`cut_short`)."""
 
     @property
     def measured(self) -> bool:
-        return self.verdict in MEASURED and self.histogram is not None
+        """A whole run with figures: what the cell's figures and the comparisons take."""
+        return self.verdict in MEASURED and self.histogram is not None and not self.cut_short
+
+    @property
+    def verdict_text(self) -> str:
+        return f"{self.verdict} (cut short)" if self.cut_short else self.verdict
 
     @property
     def temperature_rise_mc(self) -> int | None:
@@ -100,6 +115,15 @@ class Cell:
     @property
     def measured(self) -> tuple[RunFigures, ...]:
         return tuple(run for run in self.runs if run.measured)
+
+    @property
+    def cut(self) -> tuple[RunFigures, ...]:
+        """The runs left out because their window was cut short."""
+        return tuple(run for run in self.runs if run.cut_short)
+
+    @property
+    def verdicts(self) -> str:
+        return ", ".join(run.verdict_text for run in self.runs)
 
     @property
     def histogram(self) -> Histogram | None:
@@ -166,6 +190,18 @@ class PairRow:
     shifts: tuple[Shift, ...]
     """One per quantile of the campaign; empty when a side has no measured run."""
     note: str = ""
+    left_out: tuple[tuple[str, int], ...] = ()
+    """Per variant, the runs cut short that the comparison left out."""
+
+    @property
+    def left_out_text(self) -> str:
+        """What the comparison left out, or "" when nothing."""
+        if not self.left_out:
+            return ""
+        told = ", ".join(f"{count} run{'s' if count != 1 else ''} of {variant}"
+                         for variant, count in self.left_out)
+        return (f"{self.scenario} {self.interval_us} µs: {told} cut short, left out of the "
+                "comparison (see Runs cut short)")
 
 
 @attr.frozen
@@ -193,6 +229,10 @@ class CampaignData:
 
     def cell(self, board: str, variant: str, scenario: str, interval_us: int) -> Cell | None:
         return self.cells.get((board, variant, scenario, interval_us))
+
+    def cut_runs(self) -> list[RunFigures]:
+        """Every run left out for being cut short, in the order of the cells' keys."""
+        return [run for _, cell in sorted(self.cells.items()) for run in cell.cut]
 
     def board_cells(self, board: str) -> Iterator[Cell]:
         """The board's cells in the order of the reports' tables: by interval, then load,
@@ -293,23 +333,63 @@ def _pair_row(pair: Pair, board: str, scenario: str, interval: int,
               confidence: float, resamples: int) -> PairRow:
     sides = [cells.get((board, name, scenario, interval)) for name in (pair.baseline,
                                                                         pair.candidate)]
+    names = (pair.baseline, pair.candidate)
+    # measured: whole runs only; a run cut short would enter as a whole one
     runs = [[r.histogram for r in cell.measured if r.histogram is not None] if cell else []
             for cell in sides]
-    missing = [name for name, found in zip((pair.baseline, pair.candidate), runs, strict=True)
-               if not found]
+    left_out = tuple((name, len(cell.cut)) for name, cell in zip(names, sides, strict=True)
+                     if cell is not None and cell.cut)
+    missing = [name for name, found in zip(names, runs, strict=True) if not found]
     if missing:
-        return PairRow(pair, board, scenario, interval, (),
-                       f"not compared: no measured run of {', '.join(missing)}")
+        cut = dict(left_out)
+        why = [f"every run of {name} was cut short" if cut.get(name)
+               else f"no measured run of {name}" for name in missing]
+        return PairRow(pair, board, scenario, interval, (), f"not compared: {'; '.join(why)}",
+                       left_out)
     shifts = tuple(compare_variants(runs[0], runs[1], quantile=q, confidence=confidence,
                                     resamples=resamples,
                                     seed=comparison_seed(board, scenario, interval, q))
                    for q in quantiles)
-    return PairRow(pair, board, scenario, interval, shifts)
+    return PairRow(pair, board, scenario, interval, shifts, left_out=left_out)
 
 
 def comparison_seed(*parts: object) -> int:
     """A fixed seed per comparison: the same store gives the same report."""
     return sum((i + 1) * ord(c) for i, c in enumerate("/".join(map(str, parts)))) % (2**32)
+
+
+def cut_short(record: Mapping[str, Any]) -> str | None:
+    """Why a run's record says it did not measure its whole planned window (None: it
+    did, or says nothing otherwise): cyclictest's --breaktrace ended it at a breach
+    (``trace.breach``); the break was armed and whether it ended the window is unknown
+    (the trace could not be brought back, and the record does not say); or an adaptive run
+    measured fewer seconds than its cap. A fixed run's record holds no measured length of
+    its own: the break is the one way its window ends early and it still has figures."""
+    trace = record.get("trace")
+    if record.get("broke") is True and not (isinstance(trace, Mapping) and trace.get("breach")):
+        return "cyclictest's --breaktrace ended its window at a breach (the record's broke)"
+    if isinstance(trace, Mapping):
+        breach = trace.get("breach")
+        at = trace.get("breaktrace_us")
+        if isinstance(breach, Mapping) and breach:
+            where = f"CPU{breach['cpu']}" if breach.get("cpu") is not None else "a thread"
+            late = breach.get("latency_us")
+            woke = f": {where} woke {late} µs late" if late is not None else ""
+            return (f"cyclictest's --breaktrace ended its window at the first wake-up past "
+                    f"{at} µs{woke}")
+        if trace.get("available") is True and at is not None and "breach" not in trace:
+            why = trace.get("error") or "no break recorded"
+            return (f"armed to break at {at} µs, and whether that ended its window is "
+                    f"unknown ({why})")
+    adaptive = record.get("adaptive")
+    if isinstance(adaptive, Mapping):
+        measured, cap = adaptive.get("measured_s"), adaptive.get("cap_s")
+        if (isinstance(measured, int | float) and isinstance(cap, int | float)
+                and measured < cap):
+            stopped = adaptive.get("stopped")
+            return (f"measured {measured:g} s of the {cap:g} s planned"
+                    + (f" ({stopped})" if stopped else ""))
+    return None
 
 
 def _run_figures(case: Case, run: Run) -> RunFigures:
@@ -340,7 +420,8 @@ def _run_figures(case: Case, run: Run) -> RunFigures:
         min_utilisation=check.get("min_utilisation"),
         asked_percent=percent if isinstance(percent, int) else None,
         loadavg_before=check.get("loadavg_before"), loadavg_after=check.get("loadavg"),
-        temperatures_mc=(tuple(temps[0]), tuple(temps[1])) if len(temps) == 2 else ((), ()))
+        temperatures_mc=(tuple(temps[0]), tuple(temps[1])) if len(temps) == 2 else ((), ()),
+        cut_short=cut_short(record) if case.verdict in MEASURED else None)
 
 
 # ----------------------------------------------------------------- text forms ----
@@ -420,10 +501,9 @@ def markdown(data: CampaignData, *, figures: Mapping[str, str] | None = None) ->
                     f"{quantile_name(q)} µs" for q in campaign.quantiles) + " |",
                 "| --- " * (9 + len(campaign.quantiles)) + "|"]
         for cell in data.board_cells(board):
-            verdicts = ", ".join(run.verdict for run in cell.runs)
             out.append(
                 f"| {cell.variant} | {cell.scenario} | {cell.interval_us} µs | "
-                f"{len(cell.measured)} | {verdicts} | {cell.samples} | {us(cell.max_us)} | "
+                f"{len(cell.measured)} | {cell.verdicts} | {cell.samples} | {us(cell.max_us)} | "
                 f"{expected_text(cell.expected())} | {us(cell.avg_us)} | "
                 + " | ".join(quantile_text(cell, q) for q in campaign.quantiles) + " |")
         out.append("")
@@ -441,6 +521,7 @@ def markdown(data: CampaignData, *, figures: Mapping[str, str] | None = None) ->
                 out.append(f"| {row.scenario} | {row.interval_us} µs | "
                            + " | ".join(_cell(text) for text in cells) + " |")
             warnings = sorted({w for row in rows for s in row.shifts for w in s.warnings})
+            warnings += [row.left_out_text for row in rows if row.left_out]
             out += [""] + [f"- {warning}" for warning in warnings] + ([""] if warnings else [])
         out += ["#### The loads, proven", "",
                 "| variant | load | interval | run | CPU busy | idle baseline | net | "
@@ -453,6 +534,14 @@ def markdown(data: CampaignData, *, figures: Mapping[str, str] | None = None) ->
                 f"{percent(proof.net)} | {percent(proof.asked)} | "
                 f"{loadavg_text(run.loadavg_before, run.loadavg_after)} | "
                 f"{temperature_text(run)} | {_cell(proof.note)} |")
+        out.append("")
+    cut = data.cut_runs()
+    if cut:
+        out += ["### Runs cut short", "",
+                "Left out of the figures and the comparisons: a run whose window was cut "
+                "short is no whole run, and its tail is censored where it stopped.", ""]
+        out += [f"- `{run.name}` ({run.verdict}, max {us(run.max_us)} µs): "
+                f"{_cell(run.cut_short or '')}" for run in cut]
         out.append("")
     errors = [run for cell in data.cells.values() for run in cell.runs
               if run.verdict not in MEASURED]
@@ -478,7 +567,10 @@ def as_json(data: CampaignData) -> dict[str, Any]:
         cells.append({
             "board": board, "variant": variant, "scenario": scenario,
             "interval_us": interval, "runs": len(cell.runs), "measured": len(cell.measured),
-            "verdicts": [run.verdict for run in cell.runs], "samples": cell.samples,
+            "verdicts": [run.verdict for run in cell.runs],
+            "cut_short": [{"name": run.name, "verdict": run.verdict, "max_us": run.max_us,
+                           "why": run.cut_short} for run in cell.cut],
+            "samples": cell.samples,
             "max_us": cell.max_us, "avg_us": cell.avg_us,
             "expected_max_us": None if expected is None else expected.expected_us,
             "expected_max_range_us": None if expected is None else expected.range_us,
@@ -492,7 +584,7 @@ def as_json(data: CampaignData) -> dict[str, Any]:
         })
     pairs = [{"baseline": row.pair.baseline, "candidate": row.pair.candidate,
               "board": row.board, "scenario": row.scenario, "interval_us": row.interval_us,
-              "note": row.note,
+              "note": row.note, "left_out": dict(row.left_out),
               "shifts": [{"quantile": s.name, "outcome": s.outcome, "shift_us": s.shift_us,
                           "ci_us": s.ci_us, "verdict": s.verdict, "longer": s.longer,
                           "confidence": s.confidence, "warnings": list(s.warnings)}

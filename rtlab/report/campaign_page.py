@@ -112,7 +112,7 @@ def _board(data: CampaignData, board: str, pictures: dict[str, tuple[str, bytes]
         expected = cell.expected()
         rows.append([_td(cell.variant), _td(cell.scenario), _td(f"{cell.interval_us} µs"),
                      _td(len(cell.measured), num=True),
-                     _td(", ".join(run.verdict for run in cell.runs)),
+                     _td(cell.verdicts),
                      _td(cell.samples, num=True), _td(us(cell.max_us), num=True),
                      _td(expected_text(expected),
                          css="o-regression" if expected and expected.outlier else ""),
@@ -135,6 +135,7 @@ def _board(data: CampaignData, board: str, pictures: dict[str, tuple[str, bytes]
                 cells = [_td(row.note)] * len(campaign.quantiles)
             body.append([_td(row.scenario), _td(f"{row.interval_us} µs"), *cells])
         warnings = sorted({w for row in pair_rows for s in row.shifts for w in s.warnings})
+        warnings += [row.left_out_text for row in pair_rows if row.left_out]
         parts += [f"<h3>{_e(pair.candidate)} against {_e(pair.baseline)}</h3>",
                   _table(["load", "interval", *[quantile_name(q) for q in campaign.quantiles]],
                          body)]
@@ -160,7 +161,9 @@ def _board(data: CampaignData, board: str, pictures: dict[str, tuple[str, bytes]
 _READING = """
 <ul class="small">
 <li>A <b>cell</b> is one board × variant × load × interval: all wake-ups of its runs (each
-run a fresh flash and boot) that passed or failed their limits; an error has no figure.</li>
+run a fresh flash and boot) that passed or failed their limits; an error has no figure, and
+a run cut short (a window that ended before its planned length) is left out and listed
+apart.</li>
 <li>The <b>maximum</b> is one sample. Beside it, what the tail (a generalised Pareto fit
 above the p99) expects the maximum of that many wake-ups to be: its median, and the range
 95 % of runs that long would show. A maximum above that range, with under 1 % chance, is
@@ -200,6 +203,14 @@ def page(data: CampaignData, pictures: dict[str, tuple[str, bytes]]) -> str:
     ]
     for board in data.boards:
         body.append(_board(data, board, pictures))
+    cut = data.cut_runs()
+    if cut:
+        body.append("<h2>Runs cut short</h2><p>Left out of the figures and the comparisons: "
+                    "a run whose window was cut short is no whole run, and its tail is "
+                    "censored where it stopped.</p><ul>")
+        body += [f"<li><code>{_e(run.name)}</code> ({_e(run.verdict)}, max {_e(us(run.max_us))}"
+                 f" µs): {_e(run.cut_short)}</li>" for run in cut]
+        body.append("</ul>")
     if errors:
         body.append("<h2>Runs without figures</h2><ul>")
         body += [f"<li><code>{_e(run.name)}</code> ({_e(run.verdict)}): {_e(run.message)}</li>"

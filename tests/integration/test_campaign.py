@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from rtlab.measure.trace import CAMPAIGN_WHY
 from rtlab.report.campaign import comparison_seed
 from rtlab.util.paths import REPO_ROOT
 from rtlab.verdict.stats import Histogram, compare_variants, quantile_name
@@ -66,6 +67,11 @@ def test_every_case_was_measured_and_carries_its_variant(campaign_run):
         assert record["system"]["realtime"] == (variant["debian"] == "rt")
         # the window's load average before and after, for the report's load proof
         assert record["load_check"]["loadavg_before"] and record["load_check"]["loadavg"]
+        # measured for its whole length: a campaign never arms cyclictest's --breaktrace
+        # (whatever thresholds.yaml says: tests/unit/test_trace_choice.py)
+        assert record["trace"] == {"requested": False, "why": CAMPAIGN_WHY}, record["trace"]
+        assert not any(word.startswith("--breaktrace") for word in record["command"])
+        assert record["broke"] is False and record["duration_s"] == 10
 
 
 def test_the_reports_figures_are_the_records(campaign_run):
