@@ -56,7 +56,7 @@ def _run(args: argparse.Namespace) -> int:
                           rt_tests=args.rt_tests or None, cases=args.cases or None,
                           tier=args.tier or None, window_s=args.window,
                           baseline=args.baseline_db or None,
-                          baseline_ref=args.baseline_ref,
+                          baseline_ref=args.baseline_ref, pipeline_jobs=args.pipeline_jobs,
                           suite=Path(args.suite).resolve() if args.suite else None,
                           thresholds=Path(args.thresholds).resolve() if args.thresholds else None,
                           trace=args.trace or None, trace_tracer=args.trace_tracer or None,
@@ -81,6 +81,7 @@ def _run_argv(args: argparse.Namespace) -> list[str]:
                           ("--tier", args.tier), ("--window", args.window),
                           ("--baseline-db", args.baseline_db),
                           ("--baseline-ref", args.baseline_ref),
+                          ("--pipeline-jobs", args.pipeline_jobs),
                           ("--suite", args.suite), ("--thresholds", args.thresholds),
                           ("--trace", args.trace), ("--trace-tracer", args.trace_tracer)):
         if value is not None:
@@ -203,10 +204,16 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                           "exceeded, a regression, or no change with the tail safe to the "
                           "cap); --duration is the cap")
     run.add_argument("--baseline-db", metavar="URL",
-                     help="with --window: the results store holding the baseline runs "
-                          "(default: $RTLAB_RESULTS_DB; without one a case runs to the cap)")
-    run.add_argument("--baseline-ref", help="with --window: the baseline's branch (default: "
+                     help="the results store holding the baseline runs every latency case "
+                          "is compared with (default: $RTLAB_RESULTS_DB; without one a case "
+                          "runs to the cap and is judged by its limits alone)")
+    run.add_argument("--baseline-ref", help="the baseline's branch (default: "
                                             "$CI_DEFAULT_BRANCH, else main; '' any)")
+    run.add_argument("--pipeline-jobs", type=int, default=None, metavar="N",
+                     help="how many jobs of the pipeline judge latency cases as this one "
+                          "(default 1): a pipeline of unchanged kernels fails on a false "
+                          "regression with thresholds.yaml's pipeline_false_fail at most, "
+                          "shared over this job's cases times N")
     run.add_argument("--boards", type=_boards, default=1, metavar="N|all",
                      help="with --board: run on N healthy places of the type at once (all: "
                           "every one), sharing the cases, each measured by one place "

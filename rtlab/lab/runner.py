@@ -60,6 +60,9 @@ class Selection:
     baseline: str | None = None
     """The results store an adaptive case is compared with, and on which branch."""
     baseline_ref: str | None = None
+    pipeline_jobs: int | None = None
+    """How many jobs of the pipeline judge latency cases as this one (their cases share
+    the pipeline's false-fail rate, rtlab.verdict.case)."""
     trace: str | None = None
     """Whether latency cases keep the kernel's trace of a breach: ``always``, ``never``,
     or (None, ``auto``) as thresholds.yaml and the series' last stored verdict say."""
@@ -78,6 +81,8 @@ class Selection:
             raise ValueError("--cases and --tier both name the cases: give one")
         if self.window_s is not None and self.window_s < 1:
             raise ValueError(f"--window must be a number of seconds, got {self.window_s}")
+        if self.pipeline_jobs is not None and self.pipeline_jobs < 1:
+            raise ValueError(f"--pipeline-jobs must be >= 1, got {self.pipeline_jobs}")
         if self.trace is not None and self.trace not in TRACE_CHOICES:
             raise ValueError(f"--trace must be one of {', '.join(TRACE_CHOICES)}, got "
                              f"{self.trace!r}")
@@ -103,6 +108,7 @@ class Selection:
                               ("--rt-cases", self.cases), ("--rt-tier", self.tier),
                               ("--rt-window", self.window_s), ("--rt-baseline", self.baseline),
                               ("--rt-baseline-ref", self.baseline_ref),
+                              ("--rt-pipeline-jobs", self.pipeline_jobs),
                               ("--rt-suite", self.suite), ("--rt-thresholds", self.thresholds),
                               ("--rt-trace", self.trace),
                               ("--rt-trace-tracer", self.trace_tracer)):

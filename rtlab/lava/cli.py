@@ -13,7 +13,12 @@ from ruamel.yaml import YAML
 from rtlab.util import paths
 
 if TYPE_CHECKING:
-    from rtlab.lava.records import LavaJob
+    from collections.abc import Sequence
+
+    from rtlab.lava.plan import Plan
+    from rtlab.lava.records import BaselineFor, LavaJob
+    from rtlab.verdict.baseline import Baseline
+    from rtlab.verdict.case import CasePlan
     from rtlab.verdict.thresholds import Thresholds
 
 DEFAULT_OUT = Path("out") / "lava"
@@ -131,7 +136,7 @@ def _judge(args: argparse.Namespace, definition: str, definition_source: str, lo
     plan = plan_of_job(definition, definition_source)
     thresholds = _thresholds(args)
     log = read_log(log_text, log_source, empty_ok=job.never_started is not None)
-    records = job_records(plan, log, job, thresholds)
+    records = job_records(plan, log, job, thresholds, _baseline_for(args, plan))
     written = write_records(Path(args.out) / "results", records)
     write_junit(junit, job_junit(plan, log, job, records, written))
     print(summary(records))
@@ -233,6 +238,40 @@ def _judging_options(command: argparse.ArgumentParser) -> None:
                          help="the JUnit report (default: OUT/junit-lava-JOB_ID.xml)")
     command.add_argument("--suite", help="suite file (default: the repository's suite.yaml)")
     command.add_argument("--thresholds", help="thresholds file (default: thresholds.yaml)")
+    command.add_argument("--baseline-db", metavar="URL",
+                         help="the results store whose runs each latency case is compared "
+                              "with, as `rtlab run` compares them (default: "
+                              "$RTLAB_RESULTS_DB; without one the cases are judged by their "
+                              "limits alone and say so)")
+    command.add_argument("--baseline-ref", default=None,
+                         help="the baseline's branch (default: $CI_DEFAULT_BRANCH, else "
+                              "main; '' any)")
+
+
+def _baseline_for(args: argparse.Namespace, plan: "Plan") -> "BaselineFor":
+    """How the job's latency cases find their eligible baseline: in the results store,
+    exactly as the on-board suite finds it (rtlab.store.query.case_baseline)."""
+    import os
+
+    from rtlab.lava.records import no_store
+    from rtlab.store import URL_VARIABLE
+
+    url = args.baseline_db or os.environ.get(URL_VARIABLE)
+    if not url:
+        return no_store
+    ref = (args.baseline_ref if args.baseline_ref is not None
+           else os.environ.get("CI_DEFAULT_BRANCH", "main")) or None
+
+    def find(judge: "CasePlan", command: "Sequence[str]", cap_s: float) -> "Baseline":
+        from rtlab.store.query import case_baseline
+        from rtlab.verdict.baseline import NEWEST_RUNS
+
+        return case_baseline(url, board=plan.board, flavour=plan.flavour,
+                             scenario=judge.scenario, interval_us=judge.interval_us,
+                             command=command, cap_s=cap_s, policy=judge.statistics, ref=ref,
+                             runs=NEWEST_RUNS)
+
+    return find
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

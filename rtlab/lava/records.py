@@ -1,6 +1,6 @@
 """A finished LAVA job → rtlab result records (schema rtlab.result/2), one per case of its
-plan, judged by thresholds.yaml as a labgrid run judges them (rtlab.measure.window.judge_window
-for the loads, rtlab.verdict.judge.judge_latency for the gate).
+plan, judged as a labgrid run judges them (rtlab.measure.window.judge_window for the loads,
+rtlab.verdict.case, the one judge of a latency case, for the verdict).
 
 Verdicts, as on labgrid: ``pass``; ``fail`` when a limit is exceeded; ``error`` for
 everything that is no statement about latency: a job that ended before the case, evidence
@@ -11,7 +11,7 @@ once the board got to it. No case of the plan is left without a record.
 
 import datetime
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,9 @@ from rtlab.measure.window import (
     program_exit_code,
     started_loads,
 )
-from rtlab.verdict.judge import judge_latency, judge_rt_tool, rt_tool_limits
+from rtlab.verdict.baseline import Baseline, no_baseline
+from rtlab.verdict.case import CasePlan, plan_case
+from rtlab.verdict.judge import judge_rt_tool, rt_tool_limits
 from rtlab.verdict.record import RUN_ID_VARIABLE, write_record
 from rtlab.verdict.thresholds import Threshold, Thresholds
 
@@ -40,6 +42,10 @@ RUNNER = "lava"
 SYSINFO = "sysinfo"
 # the program's JSON among a case's files (jobs/board/suite.sh.j2)
 RESULT_JSON = "result.json"
+
+
+# (the case's plan, its command, its length) -> its eligible baseline
+BaselineFor = Callable[[CasePlan, Sequence[str], float], Baseline]
 
 
 class CaseError(Exception):
@@ -145,17 +151,13 @@ class _Case:
         except (ProgramFailed, LoadNotEffective, ValueError) as error:
             raise CaseError(str(error)) from None
 
-    def judge(self, thresholds: Thresholds) -> tuple[str, str]:
-        """As tests/target/test_latency.py judges a case."""
+    def judge(self, thresholds: Thresholds, baseline_for: "BaselineFor") -> tuple[str, str]:
+        """By the one judge of a case (rtlab.verdict.case), as the on-board suite judges
+        it: a LAVA job runs each case as one fixed window."""
         plan, case = self.plan, self.case
-        limits = thresholds.lookup(plan.board, plan.flavour, case.scenario, case.interval_us)
-        self.facts["thresholds"] = {m: {"value": t.value, "source": t.source}
-                                    for m, t in limits.items()}
-        policy = thresholds.statistics(plan.board, plan.flavour, case.scenario,
-                                       case.interval_us)
-        self.facts["statistics"] = {"exceedance_probability": policy.exceedance_probability,
-                                    "quantile": policy.quantile, "gating": policy.gating,
-                                    "sources": dict(policy.sources)}
+        judge = plan_case(thresholds, board=plan.board, flavour=plan.flavour,
+                          scenario=case.scenario, interval_us=case.interval_us)
+        self.facts.update(judge.facts())
         self.facts["command"] = list(case.program)
         load_cpus = list(case.load_cpus) if case.load_cpus is not None else None
         self.facts["load_cpus"] = load_cpus
@@ -171,11 +173,12 @@ class _Case:
                                            expected_threads=case.threads)
         except cyclictest.CyclictestParseError as error:
             raise CaseError(str(error)) from None
-        judged = judge_latency(result, limits, policy, plan.duration_s, case.interval_us)
-        self.facts["cpus"] = judged.cpus
-        if judged.violations:
-            return "fail", "; ".join(judged.violations)
-        return "pass", ""
+        measured = judge.measure(window_s=plan.duration_s, cap_s=plan.duration_s,
+                                 baseline=baseline_for(judge, case.program, plan.duration_s))
+        measured.add(result)
+        self.facts.update(measured.record_facts())
+        outcome = measured.outcome()
+        return outcome.verdict, outcome.message
 
     def judge_rt_test(self, thresholds: Thresholds) -> tuple[str, str]:
         """As tests/target/test_rttests.py judges a tool's run on the idle board."""
@@ -235,9 +238,18 @@ def error_type(log: JobLog, job: LavaJob) -> str | None:
     return None
 
 
-def job_records(plan: Plan, log: JobLog, job: LavaJob,
-                thresholds: Thresholds) -> list[dict[str, Any]]:
-    """One record per case of the plan, in its order."""
+def no_store(judge: CasePlan, command: Sequence[str], cap_s: float) -> Baseline:
+    """The baseline of a job judged without a results store: none, and the record says so."""
+    return no_baseline("no results store to take a baseline from (rtlab lava fetch "
+                       "--baseline-db)", length_s=cap_s,
+                       min_runs=judge.statistics.baseline_runs,
+                       min_boots=judge.statistics.baseline_boots)
+
+
+def job_records(plan: Plan, log: JobLog, job: LavaJob, thresholds: Thresholds,
+                baseline_for: BaselineFor = no_store) -> list[dict[str, Any]]:
+    """One record per case of the plan, in its order. ``baseline_for(plan, command,
+    cap_s)``: a latency case's eligible baseline, as the on-board suite finds it."""
     evidence = log.evidence()
     status = job_status(log, job)
     lava = {"job_id": job.job_id, "server": job.server, "url": job.url,
@@ -271,7 +283,7 @@ def job_records(plan: Plan, log: JobLog, job: LavaJob,
         started = evidence.started.get(case.lava_name)
         finished = evidence.ended.get(case.lava_name)
         verdict, message = _verdict(plan, case, log, evidence, system, system_error, status,
-                                    thresholds, facts)
+                                    thresholds, facts, baseline_for)
         records.append({"case": f"lava:{job.job_id}:{case.lava_name}",
                         "started": _iso(started or log.last), "finished": _iso(
                             finished or log.last), "verdict": verdict, "message": message,
@@ -281,7 +293,8 @@ def job_records(plan: Plan, log: JobLog, job: LavaJob,
 
 def _verdict(plan: Plan, case: PlannedCase, log: JobLog, evidence: Evidence,
              system: SystemInfo | None, system_error: str | None, status: str,
-             thresholds: Thresholds, facts: dict[str, Any]) -> tuple[str, str]:
+             thresholds: Thresholds, facts: dict[str, Any],
+             baseline_for: BaselineFor) -> tuple[str, str]:
     reached = case.lava_name in evidence.started or case.lava_name in evidence.skipped
     if not reached:
         return "error", f"the job never got to this case: {status}"
@@ -297,7 +310,7 @@ def _verdict(plan: Plan, case: PlannedCase, log: JobLog, evidence: Evidence,
     try:
         if case.tool is not None:
             return judged.judge_rt_test(thresholds)
-        return judged.judge(thresholds)
+        return judged.judge(thresholds, baseline_for)
     except (CaseError, ValueError) as error:
         # ValueError: thresholds.yaml has no limits for the board or flavour, as on labgrid
         return "error", str(error)

@@ -22,6 +22,7 @@ from rtlab.pytestplugin.record import (
 )
 from rtlab.util.errors import InfrastructureError
 from rtlab.util.paths import REPO_ROOT
+from rtlab.verdict.baseline import NEWEST_RUNS
 from rtlab.verdict.record import write_record
 
 RECORD_KEY = pytest.StashKey[CaseRecord]()
@@ -46,13 +47,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="measure each case in windows of SECONDS until the statistics "
                          "decide, --rt-duration being the cap (rtlab.verdict.sequential)")
     group.addoption("--rt-baseline", default=None, metavar="URL",
-                    help="results store whose runs an adaptive case is compared with "
-                         "(default: $RTLAB_RESULTS_DB; none: it runs to the cap)")
+                    help="results store whose runs every latency case is compared with "
+                         "(default: $RTLAB_RESULTS_DB; none: it runs to the cap, judged by "
+                         "its limits)")
     group.addoption("--rt-baseline-ref", default=os.environ.get("CI_DEFAULT_BRANCH", "main"),
                     help="branch of the baseline runs (default: $CI_DEFAULT_BRANCH, else "
                          "main; empty: any)")
-    group.addoption("--rt-baseline-runs", type=int, default=20,
+    group.addoption("--rt-baseline-runs", type=int, default=NEWEST_RUNS,
                     help="how many of its newest runs (default 20, as rtlab report)")
+    group.addoption("--rt-pipeline-jobs", type=int, default=1, metavar="N",
+                    help="how many jobs of one pipeline judge latency cases as this one "
+                         "does (default 1): the pipeline's false-fail rate "
+                         "(thresholds.yaml pipeline_false_fail) is shared over this "
+                         "session's latency cases times N (rtlab.verdict.case)")
     group.addoption("--rt-tier", default=None,
                     help="a tier of the suite file: its cases (full: the whole matrix); "
                          "the records say which tier ran")

@@ -25,6 +25,9 @@ class CaseRecord:
     facts: dict[str, Any] = attr.Factory(dict)
     attachments: list[Path] = attr.Factory(list)
     """Files kept beside the record (a breach's trace), attached to the JUnit case."""
+    judged: str | None = None
+    """The judge's reason (rtlab.verdict.case): a failing test body's message is this,
+    word for word, rather than pytest's rendering of the assertion."""
 
     def observe(self, report: pytest.TestReport) -> None:
         """Derive the verdict: a failing setup or teardown (flash, boot, load, parsing)
@@ -35,7 +38,8 @@ class CaseRecord:
         elif report.failed and self.verdict != "error":
             # the first error wins; a teardown error after a fail still makes it an error
             self.verdict = "fail" if report.when == "call" else "error"
-            self.message = _first_line(report)
+            self.message = (self.judged if report.when == "call" and self.judged
+                            else _first_line(report))
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -145,8 +145,6 @@ class Row:
     exceeded: tuple[Exceeded, ...] = ()
     comparison: CompareResult | None = None
     tail: TailResult | None = None
-    # thresholds.yaml makes the statistical verdicts of this series gating
-    gating: bool = False
 
     @property
     def verdict(self) -> str:
@@ -267,12 +265,6 @@ class ReportData:
         return tuple(row for row in self.rows
                      if row.comparison is not None and row.comparison.outcome == "regression")
 
-    @property
-    def gating_regressions(self) -> tuple[Row, ...]:
-        """Regressions where thresholds.yaml makes the statistical verdict gating: these
-        fail the pipeline's report stage."""
-        return tuple(row for row in self.regressions if row.gating)
-
 
 def collect(session: Session, selection: Selection, *, thresholds: Thresholds | None = None,
             thresholds_path: Path | None = None,
@@ -315,8 +307,7 @@ def collect(session: Session, selection: Selection, *, thresholds: Thresholds | 
     for key, task in zip(keys, tasks, strict=True):
         comparison, tail = results.get(key, (task.note, None))
         row = _summary_row(key, current[key], comparison, tail)
-        policy = policies[key]
-        rows.append(attr.evolve(row, gating=policy is not None and policy.gating))
+        rows.append(row)
         if task.baseline_hists and task.cand_hist is not None:
             overlays[key] = Overlay(key, task.candidate, task.cand_hist, task.baseline,
                                     task.baseline_hists, comparison)

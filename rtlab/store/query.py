@@ -2,7 +2,7 @@
 newest last, as plain values that reports, statistics and threshold tuning work on."""
 
 import datetime
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attr
@@ -12,7 +12,9 @@ from sqlalchemy.orm import Session, selectinload
 
 from rtlab.store.ingest import _utc
 from rtlab.store.models import Case, CpuResult, Run
+from rtlab.verdict.baseline import Baseline, StoredRun, eligible_baseline
 from rtlab.verdict.stats import Histogram
+from rtlab.verdict.thresholds import StatisticsPolicy
 
 
 @attr.frozen
@@ -281,22 +283,62 @@ def _filtered(query: Select, *, boards: Sequence[str] | None = None,
     return query
 
 
-def baseline_histograms(session: Session, *, board: str, flavour: str, scenario: str,
-                        interval_us: int, ref: str | None, runs: int) -> list[Histogram]:
-    """The newest ``runs`` measured cases of one series on ``ref`` (None: any), each as one
-    histogram of all its CPUs' wake-ups, as ``rtlab report`` compares a run with its
-    baseline; an adaptive run's baseline (rtlab.verdict.sequential)."""
+def baseline_runs(session: Session, *, board: str, flavour: str, scenario: str,
+                  interval_us: int, ref: str | None, runs: int) -> list[StoredRun]:
+    """The newest ``runs`` measured cases of one series on ``ref`` (None: any), whatever
+    their verdict, each with every CPU's wake-ups as one histogram, as
+    rtlab.verdict.baseline.eligible_baseline sorts them into a case's baseline and the
+    runs left out (a failed run, other options, another length)."""
+    series = series_query(board=board, flavour=flavour, scenario=scenario,
+                          interval_us=interval_us, ref=ref, verdicts=("pass", "fail"))
+    newest = (series.order_by(None).order_by(Case.started.desc(), Case.id.desc())
+              .limit(runs))
+    query = (select(Case).where(Case.id.in_(newest.with_only_columns(Case.id)
+                                             .scalar_subquery()))
+             .order_by(Case.started, Case.id)
+             .options(selectinload(Case.run), selectinload(Case.cpus)))
     found = []
-    for row in latest(session, boards=[board], flavours=[flavour], ref=ref,
-                      verdicts=("pass", "fail"), per_series=runs, histograms=True):
-        if (row.scenario, row.interval_us) != (scenario, interval_us):
-            continue
-        cpus = [cpu for cpu in row.cpus
-                if not cpu.no_wakeup and cpu.histogram is not None and cpu.samples > 0]
-        if cpus:
-            found.append(Histogram.merged(Histogram(cpu.histogram, cpu.overflows or 0,
-                                                    cpu.max_us) for cpu in cpus))
+    for stored in session.scalars(query):
+        record = stored.record if isinstance(stored.record, dict) else {}
+        cpus = [cpu for cpu in stored.cpus if not cpu.no_wakeup and cpu.samples > 0]
+        histograms = [Histogram(counts, cpu.overflows or 0, cpu.max_us) for cpu in cpus
+                      if (counts := cpu.counts()) is not None]
+        command = record.get("command")
+        found.append(StoredRun(
+            run_key=stored.run.run_key, verdict=stored.verdict, duration_s=stored.duration_s,
+            command=tuple(map(str, command)) if isinstance(command, list) else None,
+            boot=boot_of(record, stored.run.run_key),
+            histogram=(Histogram.merged(histograms)
+                       if histograms and len(histograms) == len(cpus) else None)))
     return found
+
+
+def case_baseline(url: str, *, board: str, flavour: str, scenario: str, interval_us: int,
+                  command: Sequence[str], cap_s: float, policy: StatisticsPolicy,
+                  ref: str | None, runs: int) -> Baseline:
+    """A case's eligible baseline (rtlab.verdict.baseline) among the newest ``runs`` of its
+    series on ``ref`` in the store at ``url``: how the on-board suite and the LAVA path
+    both find it."""
+    from rtlab.store import open_store
+
+    store = open_store(url)
+    try:
+        with store.session() as session:
+            stored = baseline_runs(session, board=board, flavour=flavour, scenario=scenario,
+                                   interval_us=interval_us, ref=ref, runs=runs)
+    finally:
+        store.close()
+    return eligible_baseline(stored, command=command, length_s=cap_s,
+                             min_runs=policy.baseline_runs, min_boots=policy.baseline_boots)
+
+
+def boot_of(record: Mapping[str, Any], run_key: str) -> str:
+    """Which boot measured a stored case: its run (a pipeline job's session, a LAVA job),
+    its place, and the boot of that session (``infrastructure.boots_in_session``)."""
+    infrastructure = record.get("infrastructure")
+    boots = (infrastructure.get("boots_in_session")
+             if isinstance(infrastructure, dict) else None)
+    return f"{run_key}/{record.get('place')}/{boots}"
 
 
 def last_measured(session: Session, *, board: str, flavour: str, scenario: str,

@@ -19,7 +19,12 @@ windows' histograms added up. After each window:
    upper confidence limit, the chance that any remaining wake-up up to the cap would
    exceed ``max_us`` by ``exceedance_risk``; where the tail is too thin to say so, the run
    goes on;
-4. without a baseline the run goes on to the cap (the limits still end it at once).
+4. without an eligible baseline (rtlab.verdict.baseline: passing runs of the same options
+   and length, enough of them from enough boots) the run goes on to the cap and says why
+   (the limits still end it at once).
+
+What a stop means for the verdict is rtlab.verdict.case's: a regression fails the case
+where thresholds.yaml gates on it (the default), an early stop on no change passes it.
 
 Looks double rather than come after every window because each look costs confidence:
 with 1-minute windows and an hour's cap there are 7 looks, not 60, so each keeps more
@@ -107,17 +112,18 @@ class Decision:
 
 def decide(policy: SequentialPolicy, measured_s: float, candidate: Histogram,
            baseline: Sequence[Histogram], *, limit_us: float | None, interval_us: float,
-           cpus: int) -> Decision:
+           cpus: int, no_baseline: str = "no baseline") -> Decision:
     """After a window: stop or go on. ``candidate`` is the run so far (every CPU's
-    wake-ups together, as reports compare runs), ``baseline`` the baseline's runs."""
+    wake-ups together, as reports compare runs), ``baseline`` the eligible baseline's
+    runs (empty: none is eligible, ``no_baseline`` says why)."""
     at_cap = measured_s >= policy.cap_s - 1e-9
     if not policy.is_look(measured_s):
         return Decision(False, CONTINUE, "between looks", measured_s)
     if not baseline:
         if at_cap:
-            return Decision(True, CAP, f"at the cap of {_minutes(policy.cap_s)}: no baseline "
-                            "to compare with", measured_s)
-        return Decision(False, CONTINUE, "no baseline: runs to the cap", measured_s)
+            return Decision(True, CAP, f"at the cap of {_minutes(policy.cap_s)}: "
+                            f"{no_baseline}", measured_s)
+        return Decision(False, CONTINUE, f"{no_baseline}: runs to the cap", measured_s)
     comparison = compare_tail(candidate, baseline, confidence=policy.look_confidence,
                               margin_relative=policy.margin, resamples=policy.resamples)
     share = f"{policy.look_confidence:.2%} at this look of {len(policy.looks)}"

@@ -40,12 +40,20 @@ REASON = "reason"
 STATISTICS = "statistics"
 # trace: true keeps the kernel's trace of a breach of max_us (rtlab.measure.trace)
 TRACE = "trace"
-# the statistics keys and their values where no level sets them: reported, not gating
-STATISTICS_DEFAULTS: Mapping[str, float | bool] = {
+# the statistics keys and their values where no level sets them (docs/verdicts.md): a
+# regression against an eligible baseline, or a tail bound confidently above max_us, fails
+# the case; an early decision needs 5 passing runs of the same length from 2 boots at least
+# (bench/adaptive_quality.py); a gate tier's unchanged kernels fail 1 pipeline in 100
+STATISTICS_DEFAULTS: Mapping[str, float | bool | int] = {
     "exceedance_probability": 1e-6,
     "quantile": 0.999,
-    "gating": False,
+    "gating": True,
+    "baseline_runs": 5,
+    "baseline_boots": 2,
+    "pipeline_false_fail": 0.01,
 }
+# the keys that count runs or boots (whole numbers >= 1) and the one that is true or false
+_COUNT_KEYS = ("baseline_runs", "baseline_boots")
 # the level below each level, by the key that holds it
 _CHILDREN = {"board": "flavours", "flavour": "scenarios", "scenario": "intervals"}
 _BELOW = {"board": "flavour", "flavour": "scenario", "scenario": "interval"}
@@ -99,9 +107,17 @@ class StatisticsPolicy:
     # the tail quantile the regression test compares with the baseline (and the decades
     # above it that the runs are long enough for: rtlab.verdict.stats.compare_tail)
     quantile: float = float(STATISTICS_DEFAULTS["quantile"])
-    # True: a tail bound whose upper confidence limit is above max_us, or a regression
-    # against the baseline, fails the case; False: both are reported beside the gate
+    # True: a regression against an eligible baseline, or a tail bound whose lower
+    # confidence limit is above max_us, fails the case; False: both are reported beside
+    # the limits, which stay the gate
     gating: bool = bool(STATISTICS_DEFAULTS["gating"])
+    # an eligible baseline (rtlab.verdict.baseline): at least this many passing runs of
+    # the same options and length, from at least this many boots
+    baseline_runs: int = int(STATISTICS_DEFAULTS["baseline_runs"])
+    baseline_boots: int = int(STATISTICS_DEFAULTS["baseline_boots"])
+    # the chance that a pipeline whose gated cases are all unchanged fails on a false
+    # regression: shared out over the pipeline's cases (rtlab.verdict.case.case_confidence)
+    pipeline_false_fail: float = float(STATISTICS_DEFAULTS["pipeline_false_fail"])
     # "thresholds.yaml:42" for each key a level set; a key missing here took its default
     sources: Mapping[str, str] = attr.field(factory=dict, hash=False)
 
@@ -114,7 +130,7 @@ class _Level:
     reason: str | None
     children: Mapping[Any, "_Level"]
     # statistics key -> (value, line)
-    statistics: Mapping[str, tuple[float | bool, int]] = attr.field(factory=dict)
+    statistics: Mapping[str, tuple[float | bool | int, int]] = attr.field(factory=dict)
     # trace: (value, line), when the level sets it
     trace: tuple[bool, int] | None = None
 
@@ -150,7 +166,7 @@ class Thresholds:
         """The statistics policy for one measurement, each key from the nearest level that
         sets it (see :data:`STATISTICS_DEFAULTS` for the rest); errors as :meth:`lookup`."""
         path = self._path(board, flavour, scenario, interval_us)
-        values: dict[str, float | bool] = dict(STATISTICS_DEFAULTS)
+        values: dict[str, float | bool | int] = dict(STATISTICS_DEFAULTS)
         sources = {}
         for key in STATISTICS_DEFAULTS:
             for level in reversed(path):
@@ -161,7 +177,9 @@ class Thresholds:
         return StatisticsPolicy(
             exceedance_probability=float(values["exceedance_probability"]),
             quantile=float(values["quantile"]), gating=bool(values["gating"]),
-            sources=sources,
+            baseline_runs=int(values["baseline_runs"]),
+            baseline_boots=int(values["baseline_boots"]),
+            pipeline_false_fail=float(values["pipeline_false_fail"]), sources=sources,
         )
 
     def trace(self, board: str, flavour: str, scenario: str,
@@ -330,7 +348,7 @@ class _Loader:
         return _Level(where, line, metrics, reason, children, statistics, trace)
 
     def statistics(self, node: CommentedMap,
-                   where: str) -> dict[str, tuple[float | bool, int]]:
+                   where: str) -> dict[str, tuple[float | bool | int, int]]:
         mapping = node[STATISTICS]
         where = f"{where}.{STATISTICS}"
         if not isinstance(mapping, CommentedMap):
@@ -340,13 +358,19 @@ class _Loader:
             if key not in STATISTICS_DEFAULTS:
                 raise self.error(line_of(mapping, key), f"unknown key {key!r} in {where} "
                                  f"(expected one of: {', '.join(sorted(STATISTICS_DEFAULTS))})")
-        result: dict[str, tuple[float | bool, int]] = {}
+        result: dict[str, tuple[float | bool | int, int]] = {}
         for key in mapping:
             value = mapping[key]
             line = line_of(mapping, key)
             if key == "gating":
                 if not isinstance(value, bool):
                     raise self.error(line, f"{where}.gating must be true or false, got "
+                                     f"{value!r}")
+                result[key] = (value, line)
+                continue
+            if key in _COUNT_KEYS:
+                if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                    raise self.error(line, f"{where}.{key} must be a whole number >= 1, got "
                                      f"{value!r}")
                 result[key] = (value, line)
                 continue

@@ -4,8 +4,9 @@
   measured once; when one board fails mid-run (a kernel panic injected into its second
   window) it leaves the rest to the other, nothing is lost, and the report over the run
   names which place measured each case;
-- adaptive cases (`--window`) against that run as the recorded baseline: one stops early
-  on no change, another fails at once on an exceeded limit.
+- adaptive cases (`--window`) against that run as the recorded baseline: ineligible (one
+  run of another length), so a case runs to its cap and says why, another fails at once on
+  an exceeded limit; against an eligible baseline ten times faster, a regression fails.
 
 The suite file is the repository's with a 50 ms histogram: emulated latencies are
 milliseconds, and a comparison needs the tail inside the histogram.
@@ -13,6 +14,7 @@ milliseconds, and a comparison needs the tail inside the histogram.
 
 import io
 import json
+import re
 import subprocess
 import sys
 import time
@@ -25,6 +27,7 @@ from ruamel.yaml import YAML
 from rtlab.lab.health import ERRORS_TAG_KEY, TAG_KEY
 from rtlab.measure.window import MARK
 from rtlab.util.paths import REPO_ROOT
+from rtlab.verdict.record import write_record
 from rtlab.vlab import control
 
 pytestmark = pytest.mark.vlab
@@ -105,10 +108,14 @@ def test_two_places_share_the_cases_and_a_failing_one_leaves_the_rest(shared_run
         assert page.count(f"<code>qemu-imx6q/rt/{case}</code></td>") == 1, case
 
 
-def test_adaptive_cases_stop_when_decided(vlab, image, shared_run, wide_suite, tmp_path):
-    """Against the shared run as the baseline (one recorded run of each case): a loaded
-    case stops on no change before its 60 s cap, and idle with a 500 µs limit the
-    emulated board cannot keep fails in its first window."""
+def test_adaptive_cases_judged_against_the_baseline(vlab, image, shared_run, wide_suite,
+                                                   tmp_path):
+    """Against the shared run (one 10 s run of each case, one boot each) a case with a
+    30 s cap has no eligible baseline: it runs to its cap and says why, and its pass says
+    what it rules out; idle with a 500 µs limit the emulated board cannot keep fails in its
+    first window. Then, against six passing 30 s runs (six boots) at a tenth of the board's
+    latencies, the same case is a regression: it stops at its first look and FAILS,
+    with the comparison in its JUnit failure, and the run exits non-zero."""
     _, _, shared = shared_run
     passed = {r["name"].split("/", 2)[2] for r in records_of(shared / "results")
               if r["verdict"] == "pass"}
@@ -125,25 +132,29 @@ def test_adaptive_cases_stop_when_decided(vlab, image, shared_run, wide_suite, t
     buffer = io.StringIO()
     yaml.dump(limits, buffer)
     thresholds.write_text(buffer.getvalue())
+    common = ["--place", "imx6q-01", "--image", str(image("imx6q", "rt")), "--suite",
+              str(wide_suite), "--thresholds", str(thresholds), "--window", "10",
+              "--duration", "30", "--baseline-db", db, "--baseline-ref", ""]
 
-    done = rtlab("run", "--place", "imx6q-01", "--image", str(image("imx6q", "rt")),
-                 "--out", str(tmp_path / "out"), "--suite", str(wide_suite),
-                 "--thresholds", str(thresholds), "--cases", f"{steady},idle/1000us",
-                 "--window", "10", "--duration", "60", "--baseline-db", db,
-                 "--baseline-ref", "")
+    done = rtlab("run", *common, "--out", str(tmp_path / "out"),
+                 "--cases", f"{steady},idle/1000us")
     records = {r["name"].split("/", 2)[2]: r for r in records_of(tmp_path / "out" / "results")}
     assert set(records) == {steady, "idle/1000us"}, done.stdout[-3000:] + done.stderr[-2000:]
 
-    early = records[steady]
-    assert early["verdict"] == "pass", early["message"]
-    adaptive = early["adaptive"]
-    assert adaptive["baseline_runs"] == 1 and adaptive["looks"]
-    assert adaptive["measured_s"] < 60, adaptive["looks"]
-    assert adaptive["stopped"].startswith(f"stopped after {adaptive['measured_s']:g} s: no "
-                                          "change"), adaptive["stopped"]
-    assert early["duration_s"] == adaptive["measured_s"]
-    assert len(adaptive["windows"]) == adaptive["measured_s"] // 10
-    assert len(adaptive["gaps_s"]) == len(adaptive["windows"]) - 1
+    capped = records[steady]
+    assert capped["verdict"] == "pass", capped["message"]
+    adaptive = capped["adaptive"]
+    assert adaptive["baseline_runs"] == 0 and adaptive["measured_s"] == 30
+    assert capped["baseline"]["left_out"] == {"not 30 s long": 1}
+    assert adaptive["stopped"].startswith(
+        "stopped after 30 s: at the cap of 30 s: no eligible baseline: 0 eligible runs from "
+        "0 boots, an early decision needs 5 passing runs of the same options and 30 s from 2 "
+        "boots (left out: 1 not 30 s long)"), adaptive["stopped"]
+    assert re.match(r"no wake-up over 20000000 µs in [\d.]+ k wake-ups \(4 CPUs, 30 s\): "
+                    r"rate < [\d.e+-]+ per wake-up at 95 %; no comparison: no eligible "
+                    r"baseline", capped["message"]), capped["message"]
+    assert capped["duration_s"] == adaptive["measured_s"]
+    assert len(adaptive["windows"]) == 3 and len(adaptive["gaps_s"]) == 2
     assert all(w["samples"] > 0 for w in adaptive["windows"])
 
     failed = records["idle/1000us"]
@@ -151,7 +162,49 @@ def test_adaptive_cases_stop_when_decided(vlab, image, shared_run, wide_suite, t
     assert "max_us 500 µs" in failed["message"], failed["message"]
     assert failed["adaptive"]["measured_s"] == 10
     assert failed["adaptive"]["stopped"] == "stopped after 10 s: a limit is exceeded"
-    # the JUnit case says why each stopped
+    # the JUnit case says why each stopped, and what the pass rules out
     junit = {c.get("name"): {p.get("name"): p.get("value") for p in c.iter("property")}
              for c in ET.parse(tmp_path / "out" / "junit-imx6q-01.xml").iter("testcase")}
     assert junit[f"qemu-imx6q/rt/{steady}"]["stopped"] == adaptive["stopped"]
+    assert junit[f"qemu-imx6q/rt/{steady}"]["rules_out"] == capped["message"]
+
+    # six passing runs of this case's options and cap, each its own boot, ten times faster
+    faster = tmp_path / "faster"
+    faster.mkdir()
+    for index in range(6):
+        write_record(faster, faster_run(capped, index))
+    assert rtlab("results", "ingest", str(faster), "--db", db).returncode == 0
+    done = rtlab("run", *common, "--out", str(tmp_path / "regressed"), "--cases", steady)
+    assert done.returncode != 0, "a regression fails the run"
+    [record] = records_of(tmp_path / "regressed" / "results")
+    assert record["verdict"] == "fail", record["message"]
+    assert record["baseline"]["runs"] == 6 and record["baseline"]["boots"] == 6
+    assert record["adaptive"]["stopped"].startswith("stopped after 10 s: regression")
+    assert record["message"].startswith("regression against the baseline (6 runs of 30 s, 6 "
+                                        "boots): regression: p99."), record["message"]
+    [case] = ET.parse(tmp_path / "regressed" / "junit-imx6q-01.xml").iter("testcase")
+    failure = case.find("failure")
+    assert failure is not None and record["comparison"]["message"] in failure.get("message")
+
+
+def faster_run(record: dict, index: int) -> dict:
+    """``record`` as another passing run of its case (its own run and boot, on one of two
+    places), with every wake-up ten times faster (its CPUs' figures recomputed as the judge
+    keeps them)."""
+    from rtlab.measure.cyclictest import CpuResult
+    from rtlab.verdict.judge import cpu_facts
+
+    cpus = []
+    for cpu in record["cpus"]:
+        histogram: dict[int, int] = {}
+        for bucket, count in cpu["histogram"].items():
+            histogram[int(bucket) // 10] = histogram.get(int(bucket) // 10, 0) + count
+        cpus.append(cpu_facts(CpuResult(
+            thread=cpu["thread"], cpu=cpu["cpu"], cycles=cpu["samples"],
+            min_us=cpu["min_us"] // 10, avg_us=cpu["avg_us"] / 10, max_us=max(histogram),
+            histogram=histogram, histogram_range_us=cpu["histogram_range_us"],
+            overflows=cpu["overflows"])))
+    return {**record, "run_id": f"synthetic:{index}", "verdict": "pass", "message": "",
+            "started": f"2026-11-2{index}T10:00:00+00:00", "cpus": cpus,
+            "place": f"imx6q-0{index % 2 + 1}",
+            "infrastructure": {"attempts": [], "boots_in_session": 1}}

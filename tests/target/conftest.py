@@ -237,73 +237,75 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture
-def adaptive_case(request, board_name, flavour):
-    """``adaptive_case(limits, statistics, scenario, interval_us)``: a latency case measured
-    in windows (--rt-window) up to --rt-duration, against the series' baseline runs in the
-    results store (--rt-baseline, else $RTLAB_RESULTS_DB; none: it runs to the cap)."""
-    # the results store and the sequential policy only here: a fixed run does without
-    # them, and their imports (SQLAlchemy, alembic) are half a second of every run's start
-    from rtlab.store import URL_VARIABLE, open_store
-    from rtlab.store.query import baseline_histograms
-    from rtlab.verdict.adaptive import AdaptiveCase
-    from rtlab.verdict.sequential import SequentialPolicy
+def case_baseline(request, board_name, flavour):
+    """``case_baseline(plan, command, cap_s)``: the case's eligible baseline
+    (rtlab.verdict.baseline) among the series' newest runs in the results store
+    (--rt-baseline, else $RTLAB_RESULTS_DB); without a store, none, and the case runs to
+    its cap and says so."""
+    from rtlab.verdict.baseline import no_baseline
 
     option = request.config.option
 
-    def make(limits, statistics, scenario: str, interval_us: int) -> AdaptiveCase:
-        baseline = []
+    def find(plan, command, cap_s: float):
+        # the results store only here: a run without one does without its imports
+        # (SQLAlchemy, alembic), half a second of every run's start
+        from rtlab.store import URL_VARIABLE
+        from rtlab.store.query import case_baseline
+
         # the lab's store from the environment (a CI variable, never on a command line)
         url = option.rt_baseline or os.environ.get(URL_VARIABLE)
-        if url:
-            store = open_store(url)
-            try:
-                with store.session() as session:
-                    baseline = baseline_histograms(
-                        session, board=board_name, flavour=flavour, scenario=scenario,
-                        interval_us=interval_us, ref=option.rt_baseline_ref or None,
-                        runs=option.rt_baseline_runs)
-            finally:
-                store.close()
-        policy = SequentialPolicy(window_s=option.rt_window, cap_s=option.rt_duration)
-        return AdaptiveCase(policy, limits, statistics, interval_us, baseline)
+        if not url:
+            return no_baseline("no results store to take a baseline from (--rt-baseline, "
+                               f"${URL_VARIABLE})", length_s=cap_s,
+                               min_runs=plan.statistics.baseline_runs,
+                               min_boots=plan.statistics.baseline_boots)
+        return case_baseline(url, board=board_name, flavour=flavour, scenario=plan.scenario,
+                             interval_us=plan.interval_us, command=command, cap_s=cap_s,
+                             policy=plan.statistics, ref=option.rt_baseline_ref or None,
+                             runs=option.rt_baseline_runs)
 
-    return make
+    return find
+
+
+@pytest.fixture(scope="session")
+def pipeline_cases(request) -> int:
+    """How many gated latency cases share the pipeline's false-fail rate
+    (rtlab.verdict.case.case_confidence): this session's, times the pipeline's jobs that
+    judge as many (--rt-pipeline-jobs)."""
+    jobs = request.config.option.rt_pipeline_jobs
+    if jobs < 1:
+        raise pytest.UsageError(f"--rt-pipeline-jobs must be >= 1, got {jobs}")
+    session = sum(1 for item in request.session.items
+                  if getattr(item, "originalname", None) == "test_latency")
+    return max(1, session) * jobs
 
 
 @pytest.fixture
-def trace_choice(request, board_name, flavour, thresholds_flavour, thresholds):
-    """``trace_choice(scenario, interval_us)`` → (trace it?, why): --rt-trace always or
-    never; else thresholds.yaml's ``trace:`` where a level sets it; else on when the
-    series' last stored run (on this branch, $CI_COMMIT_REF_NAME; anywhere outside CI)
-    failed: the re-run of a failing case brings its trace back."""
+def trace_choice(request, board_name, flavour, thresholds_flavour, thresholds, image_manifest):
+    """``trace_choice(scenario, interval_us)`` → (trace it?, why), as
+    rtlab.measure.trace.choose_trace decides: never for a campaign's case (--rt-trace
+    always is refused there: a UsageError); else --rt-trace always or never; else
+    thresholds.yaml's ``trace:`` where a level sets it; else on in the gate tier
+    (--rt-tier gate), and where the series' last stored run (on this branch,
+    $CI_COMMIT_REF_NAME; anywhere outside CI) failed: the re-run of a failing case brings
+    its trace back."""
+    from rtlab.campaign.identity import campaign_of
+    from rtlab.measure.trace import TraceChoiceError, choose_trace, last_failed_run
+
     option = request.config.option
+    campaign = campaign_of(image_manifest, os.environ)
 
     def choose(scenario: str, interval_us: int) -> tuple[bool, str]:
-        if option.rt_trace != "auto":
-            return option.rt_trace == "always", f"--rt-trace {option.rt_trace}"
         # a campaign's variant is judged by its flavour's limits, so its trace policy too
         policy = thresholds.trace(board_name, thresholds_flavour, scenario, interval_us)
-        if policy.source is not None:
-            return policy.enabled, f"trace: {str(policy.enabled).lower()} ({policy.source})"
-        # the store's modules only where a run looks into it (see adaptive_case)
-        from rtlab.store import URL_VARIABLE, open_store
-        from rtlab.store.query import last_measured
-
-        url = option.rt_baseline or os.environ.get(URL_VARIABLE)
-        if url:
-            store = open_store(url)
-            try:
-                with store.session() as session:
-                    last = last_measured(session, board=board_name, flavour=flavour,
-                                         scenario=scenario, interval_us=interval_us,
-                                         ref=os.environ.get("CI_COMMIT_REF_NAME") or None)
-            finally:
-                store.close()
-            if last is not None and last.verdict == "fail":
-                return True, (f"a re-run: the series' last stored run failed ({last.run_key}, "
-                              f"{last.started:%Y-%m-%d %H:%M})")
-        return False, ("not asked for: no trace: true in thresholds.yaml, and no stored "
-                       "run of the series that failed last")
+        try:
+            return choose_trace(
+                option.rt_trace, policy, campaign=campaign, tier=option.rt_tier,
+                last_failed=lambda: last_failed_run(
+                    option.rt_baseline, board=board_name, flavour=flavour, scenario=scenario,
+                    interval_us=interval_us, ref=os.environ.get("CI_COMMIT_REF_NAME") or None))
+        except TraceChoiceError as error:
+            raise pytest.UsageError(str(error)) from None
 
     return choose
 

@@ -13,7 +13,7 @@ from rtlab.measure.suite import case_name
 from rtlab.measure.window import ProgramFailed, run_window, run_windows
 from rtlab.pytestplugin.record import job_path
 from rtlab.util.errors import InfrastructureError
-from rtlab.verdict.judge import judge_latency
+from rtlab.verdict.case import plan_case
 
 
 @pytest.fixture
@@ -29,14 +29,11 @@ def measurement(request, begin_case, board_name, thresholds_flavour, thresholds,
                       interval_us=interval_us)
     shell = request.getfixturevalue("shell")
     system_info = request.getfixturevalue("system_info")
-    limits = thresholds.lookup(board_name, thresholds_flavour, scenario.name, interval_us)
-    record.facts["thresholds"] = {m: {"value": t.value, "source": t.source}
-                                  for m, t in limits.items()}
-    policy = thresholds.statistics(board_name, thresholds_flavour, scenario.name,
-                                   interval_us)
-    record.facts["statistics"] = {"exceedance_probability": policy.exceedance_probability,
-                                  "quantile": policy.quantile, "gating": policy.gating,
-                                  "sources": dict(policy.sources)}
+    # the one judge of a case (rtlab.verdict.case), as the LAVA path plans it
+    plan = plan_case(thresholds, board=board_name, flavour=thresholds_flavour,
+                     scenario=scenario.name, interval_us=interval_us)
+    limits = plan.limits
+    record.facts.update(plan.facts())
 
     # isolcpus= takes CPUs out of default placement: -S and the loads stay on the others
     isolated = system_info.isolated_cpus
@@ -80,10 +77,12 @@ def measurement(request, begin_case, board_name, thresholds_flavour, thresholds,
     window_args = {"program": program, "parts": parts, "cpus": len(housekeeping),
                    "load_cpus": load_cpus, "traffic": host_traffic,
                    "progress": lambda text: progress(f"{case}: {text}")}
+    judged = plan.measure(window_s=window_s or duration_s, cap_s=duration_s,
+                          baseline=request.getfixturevalue("case_baseline")(
+                              plan, program, duration_s),
+                          cases=request.getfixturevalue("pipeline_cases"))
     try:
         if window_s:
-            adaptive = request.getfixturevalue("adaptive_case")(limits, policy, scenario.name,
-                                                                interval_us)
             per_window = []
 
             def after_window(index: int, window) -> str | None:
@@ -93,23 +92,21 @@ def measurement(request, begin_case, board_name, thresholds_flavour, thresholds,
                                    "loadavg": window.loadavg,
                                    "temperatures_mc": list(map(list,
                                                                window.temperatures_mc))})
-                return adaptive.add(read_result(),
-                                    broke=tracing is not None and _broke(window.output))
+                return judged.add(read_result(),
+                                  broke=tracing is not None and _broke(window.output))
 
             run = run_windows(shell, window_s=window_s, cap_s=duration_s,
                               after_window=after_window, **window_args)
             window = run.windows[-1]
             outputs = [w.output for w in run.windows]
-            record.facts["adaptive"] = adaptive.facts(run.stopped, run.gaps_s, per_window)
-            record.facts["duration_s"] = adaptive.measured_s
+            record.facts["adaptive"] = judged.facts(run.stopped, run.gaps_s, per_window)
+            record.facts["duration_s"] = judged.measured_s
             record_property("stopped", run.stopped)
-            judged = attr.evolve(adaptive.judged, violations=adaptive.violations)
         else:
             window = run_window(shell, duration_s=duration_s, **window_args)
             _program_ran(window)
             outputs = [window.output]
-            judged = judge_latency(read_result(), limits, policy, duration_s, interval_us,
-                                   broke=tracing is not None and _broke(window.output))
+            judged.add(read_result(), broke=tracing is not None and _broke(window.output))
     except ProgramFailed as error:
         _disarm_quietly(shell, tracing)
         raise InfrastructureError(str(error)) from error
@@ -121,21 +118,28 @@ def measurement(request, begin_case, board_name, thresholds_flavour, thresholds,
     record.facts["load_check"] = {**window.load_facts, "loadavg_before": window.loadavg_before,
                                   "temperatures_mc": list(map(list, window.temperatures_mc))}
     record_property("cpu_utilisation", f"{window.utilisation:.3f}")
-    record.facts["cpus"] = judged.cpus
+    record.facts.update(judged.record_facts())
+    cpus = judged.judged.cpus
     # in the order rtlab.verdict.junit.case_properties writes a LAVA job's
-    for facts in (facts for facts in judged.cpus if facts.get("no_wakeup")):
+    for facts in (facts for facts in cpus if facts.get("no_wakeup")):
         where = f"cpu{facts['cpu']}" if facts["cpu"] is not None else f"thread{facts['thread']}"
         record_property(f"{where}_samples", 0)
-    for facts in (facts for facts in judged.cpus if not facts.get("no_wakeup")):
+    for facts in (facts for facts in cpus if not facts.get("no_wakeup")):
         record_property(f"cpu{facts['cpu']}_max_us", facts["max_us"])
         record_property(f"cpu{facts['cpu']}_avg_us", facts["avg_us"])
         p99_9 = (facts.get("percentiles_us") or {}).get("p99_9")
         if isinstance(p99_9, int | float):
             record_property(f"cpu{facts['cpu']}_p99_9_us", p99_9)
-        tail = judged.tails.get(facts["thread"])
+        tail = judged.judged.tails.get(facts["thread"])
         if tail is not None and tail.bound_us is not None:
             record_property(f"cpu{facts['cpu']}_tail_bound_us", f"{tail.bound_us:.1f}")
-    return judged
+    outcome = judged.outcome()
+    record.judged = outcome.message
+    if outcome.verdict == "pass":
+        # a pass says what it rules out, in the record and the JUnit case alike
+        record.message = outcome.message
+        record_property("rules_out", outcome.message)
+    return outcome
 
 
 def _arm_trace(request, shell, record, limits, scenario: str,
@@ -211,8 +215,7 @@ def _program_ran(window) -> None:
 
 
 def test_latency(measurement, record):
-    violations = measurement.violations
     breach = (record.facts.get("trace") or {}).get("breach")
     # the first line stays the figures (the record's message); the trace follows
     told = f"\ntrace: {breach['summary']} ({record.facts['trace']['file']})" if breach else ""
-    assert not violations, "; ".join(violations) + told
+    assert measurement.verdict == "pass", measurement.message + told

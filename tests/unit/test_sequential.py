@@ -1,4 +1,4 @@
-"""rtlab.verdict.sequential and rtlab.verdict.adaptive: when an adaptive run stops, on
+"""rtlab.verdict.sequential and rtlab.verdict.case's windows: when an adaptive run stops, on
 synthetic histograms of a known shape (a regression is a wider tail) and on real
 cyclictest output for the windows (tests/data/cyclictest). How often and how soon the
 policy decides over thousands of runs is bench/adaptive_quality.py's."""
@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from rtlab.measure.cyclictest import NoWakeup, parse_json
-from rtlab.verdict.adaptive import AdaptiveCase
+from rtlab.verdict.baseline import no_baseline
+from rtlab.verdict.case import CasePlan, LatencyCase
 from rtlab.verdict.sequential import (
     CAP,
     CONTINUE,
@@ -104,11 +105,13 @@ def window_result():
     return parse_json((DATA / "imx6q-rt-3s.json").read_text(), "window")
 
 
-def case(limits: dict[str, float]) -> AdaptiveCase:
+def case(limits: dict[str, float]) -> LatencyCase:
     thresholds = {metric: Threshold(metric, value, "t.yaml:1", None)
                   for metric, value in limits.items()}
-    return AdaptiveCase(SequentialPolicy(window_s=3, cap_s=9), thresholds,
-                        StatisticsPolicy(), 1000, baseline=[])
+    plan = CasePlan("qemu-imx6q", "rt", "idle", 1000, thresholds, StatisticsPolicy())
+    return LatencyCase(plan, SequentialPolicy(window_s=3, cap_s=9),
+                       no_baseline("no baseline to compare with", length_s=9, min_runs=5,
+                                   min_boots=2))
 
 
 def test_an_adaptive_case_sums_its_windows_and_runs_to_the_cap_without_a_baseline():

@@ -381,8 +381,9 @@ def test_sqlite_file_copied_elsewhere_still_reads(tmp_path):
         copy.close()
 
 
-def test_baseline_histograms_are_each_runs_cpus_together(store, tmp_path):
-    from rtlab.store.query import baseline_histograms
+def test_baseline_runs_are_each_runs_cpus_together_with_what_eligibility_needs(store,
+                                                                               tmp_path):
+    from rtlab.store.query import baseline_runs
 
     # the same run's records twice, as two runs on main
     copy_records(tmp_path / "a", run_id="run:a", ci={"CI_COMMIT_REF_NAME": "main"})
@@ -391,13 +392,18 @@ def test_baseline_histograms_are_each_runs_cpus_together(store, tmp_path):
     ingest_folder(store, tmp_path / "a")
     ingest_folder(store, tmp_path / "b")
     with store.session() as session:
-        runs = baseline_histograms(session, board="qemu-imx6q", flavour="rt",
-                                   scenario="cpu100", interval_us=1000, ref="main", runs=20)
-        assert baseline_histograms(session, board="qemu-imx6q", flavour="rt",
-                                   scenario="cpu100", interval_us=1000, ref="other",
-                                   runs=20) == []
-        newest = baseline_histograms(session, board="qemu-imx6q", flavour="rt",
-                                     scenario="cpu100", interval_us=1000, ref=None, runs=1)
+        runs = baseline_runs(session, board="qemu-imx6q", flavour="rt", scenario="cpu100",
+                             interval_us=1000, ref="main", runs=20)
+        assert baseline_runs(session, board="qemu-imx6q", flavour="rt", scenario="cpu100",
+                             interval_us=1000, ref="other", runs=20) == []
+        newest = baseline_runs(session, board="qemu-imx6q", flavour="rt", scenario="cpu100",
+                               interval_us=1000, ref=None, runs=1)
     assert len(runs) == 2 and len(newest) == 1
     # every CPU's wake-ups of the case, the overflows included
-    assert all(run.samples == 733 + 718 + 698 + 619 for run in runs)
+    assert all(run.histogram.samples == 733 + 718 + 698 + 619 for run in runs)
+    record = json.loads(next((tmp_path / "a").glob("*cpu100*1000us*.json")).read_text())
+    assert all(run.command == tuple(record["command"]) for run in runs)
+    assert all(run.duration_s == record["duration_s"] and run.verdict == record["verdict"]
+               for run in runs)
+    # two runs, two boots: the run's key is part of the boot
+    assert len({run.boot for run in runs}) == 2

@@ -97,15 +97,22 @@ def test_statistical_gate_fails_only_where_thresholds_make_it_gating():
     assert tail_violation(0, light, policy(True), limit(100)) is None
 
 
-def test_statistical_gate_without_a_fit_fails_saying_why():
+def test_statistical_gate_fails_only_a_tail_confidently_above_the_limit():
+    """The gate fails on evidence: a bound whose interval straddles max_us, or a tail too
+    thin to fit, says nothing against the kernel and fails nothing."""
     from rtlab.verdict.judge import cpu_tail, tail_violation
 
+    straddling = cpu_tail(synthetic_cpu(6.0), limit(100), policy(True), 1000)
+    low, high = straddling.bound_ci_us
+    assert low < 100 < high
+    assert tail_violation(0, straddling, policy(True), limit(100)) is None
+    # the same tail against a limit below its lower confidence limit fails
+    message = tail_violation(0, straddling, policy(True), limit(90))
+    assert message is not None and "lower 95% limit" in message and "> max_us 90 µs" in message
     short = cpu_tail(synthetic_cpu(3.0, samples=2000), limit(100), policy(True), 1000)
     assert not short.fitted
-    message = tail_violation(0, short, policy(True), limit(100))
-    assert message is not None and "no tail bound at p=1e-06 (" in message
-    assert tail_violation(0, None, policy(True), limit(100)).startswith(
-        "CPU0 statistical gate: no tail bound at p=1e-06 (no histogram)")
+    assert tail_violation(0, short, policy(True), limit(100)) is None
+    assert tail_violation(0, None, policy(True), limit(100)) is None
 
 
 def test_a_run_ended_at_a_breach_fails_by_the_breach_not_by_the_threads_it_cut_short():

@@ -215,7 +215,8 @@ def test_unknown_scenario_is_an_error_not_a_silent_fallback(hierarchy):
     ("bad-duplicate-key.yaml", 7, "invalid YAML: found duplicate key \"max_us\""),
     ("bad-syntax.yaml", 7, "invalid YAML: expected ',' or ']'"),
     ("bad-statistics-key.yaml", 9, "unknown key 'gate' in boards.imx6q.flavours.rt.statistics "
-     "(expected one of: exceedance_probability, gating, quantile)"),
+     "(expected one of: baseline_boots, baseline_runs, exceedance_probability, gating, "
+     "pipeline_false_fail, quantile)"),
     ("bad-statistics-probability.yaml", 12,
      "boards.imx6q.flavours.rt.scenarios.cpu100.statistics.quantile must be a probability "
      "between 0 and 1 (both excluded), got 99.9"),
@@ -281,7 +282,18 @@ def test_file_outside_the_repository_is_named_as_given(tmp_path):
      "thresholds.yaml:3: defaults.statistics.gating must be true or false, got 1"),
     ("defaults:\n  statistics: true\nboards: {}\n",
      "thresholds.yaml:2: defaults.statistics must be a mapping of exceedance_probability, "
-     "quantile, gating, got bool"),
+     "quantile, gating, baseline_runs, baseline_boots, pipeline_false_fail, got bool"),
+    ("defaults:\n  statistics:\n    baseline_runs: 0\nboards: {}\n",
+     "thresholds.yaml:3: defaults.statistics.baseline_runs must be a whole number >= 1, got 0"),
+    ("defaults:\n  statistics:\n    baseline_boots: 1.5\nboards: {}\n",
+     "thresholds.yaml:3: defaults.statistics.baseline_boots must be a whole number >= 1, "
+     "got 1.5"),
+    ("defaults:\n  statistics:\n    baseline_runs: true\nboards: {}\n",
+     "thresholds.yaml:3: defaults.statistics.baseline_runs must be a whole number >= 1, "
+     "got True"),
+    ("defaults:\n  statistics:\n    pipeline_false_fail: 1\nboards: {}\n",
+     "thresholds.yaml:3: defaults.statistics.pipeline_false_fail must be a probability "
+     "between 0 and 1 (both excluded), got 1"),
     ("boards:\n  imx6q:\n    flavours:\n      rt:\n        max_us: 1\n        scenarios:\n"
      "          ptsematest:\n            statistics: {gating: true}\n",
      "thresholds.yaml:8: boards.imx6q.flavours.rt.scenarios.ptsematest: 'statistics' cannot be "
@@ -370,14 +382,16 @@ def statistics():
     return load_thresholds(DATA / "statistics.yaml")
 
 
-def test_statistics_default_to_reported_not_gating(hierarchy):
+def test_statistics_default_to_gating_with_an_eligible_baseline_rule(hierarchy):
     policy = hierarchy.statistics("imx6q", "rt", "cpu100", 100)
-    assert policy == StatisticsPolicy(1e-6, 0.999, False, {})
-    assert not policy.gating
+    assert policy == StatisticsPolicy(1e-6, 0.999, True, 5, 2, 0.01, {})
+    assert policy.gating
     # one set of defaults: the policy's, the loader's and rtlab.verdict.stats' agree
     from rtlab.verdict import stats
     assert STATISTICS_DEFAULTS == {"exceedance_probability": stats.DEFAULT_EXCEEDANCE_PROBABILITY,
-                                   "quantile": stats.DEFAULT_QUANTILE, "gating": False}
+                                   "quantile": stats.DEFAULT_QUANTILE, "gating": True,
+                                   "baseline_runs": 5, "baseline_boots": 2,
+                                   "pipeline_false_fail": 0.01}
 
 
 def test_statistics_keys_are_inherited_one_by_one(statistics):
@@ -398,9 +412,9 @@ def test_statistics_keys_are_inherited_one_by_one(statistics):
     assert (interval.exceedance_probability, interval.quantile, interval.gating) == (
         1e-5, 0.9999, False)
     assert interval.sources["gating"] == f"{source}:{line_number(path, r'gating: false')}"
-    # std sets nothing: the board's probability, the defaults' quantile, not gating
+    # std sets nothing: the board's probability, the defaults' quantile and gating
     std = statistics.statistics("imx6q", "std", "cpu100", 100)
-    assert (std.exceedance_probability, std.quantile, std.gating) == (1e-7, 0.999, False)
+    assert (std.exceedance_probability, std.quantile, std.gating) == (1e-7, 0.999, True)
     assert "gating" not in std.sources
 
 
@@ -416,10 +430,12 @@ def test_statistics_lookup_refuses_what_lookup_refuses(statistics):
         statistics.statistics("imx6q", "rt", "cpus", 1000)
 
 
-def test_the_repository_file_sets_no_gating_statistics(repo):
+def test_the_repository_file_gates_on_regressions_everywhere(repo):
+    """No level turns the default off: a regression against an eligible baseline fails
+    every board's and flavour's cases."""
     for board in repo.boards:
         for flavour in repo.flavours(board):
-            assert not repo.statistics(board, flavour, "cpu100", 1000).gating
+            assert repo.statistics(board, flavour, "cpu100", 1000).gating
 
 
 # ---------------------------------------------------------------------- trace ----

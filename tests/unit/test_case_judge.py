@@ -1,0 +1,271 @@
+"""rtlab.verdict.case, the one judge of a latency case, and rtlab.verdict.baseline, which
+runs may stand as its baseline: a regression fails the case, a pass says what it rules
+out, an ineligible baseline makes the case run to its cap and say why, and the LAVA path
+gives the same verdict and facts as the on-board suite for the same windows."""
+
+import math
+from pathlib import Path
+
+import attr
+import numpy as np
+import pytest
+
+from rtlab.measure.cyclictest import parse_json
+from rtlab.verdict.baseline import (
+    StoredRun,
+    eligible_baseline,
+    measuring_options,
+)
+from rtlab.verdict.case import CasePlan, case_confidence, plan_case, rate_bound
+from rtlab.verdict.sequential import CAP, NO_CHANGE, REGRESSION
+from rtlab.verdict.stats import Histogram
+from rtlab.verdict.thresholds import StatisticsPolicy, Threshold
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+WINDOW = DATA / "cyclictest" / "imx6q-rt-3s.json"
+COMMAND = ("chrt", "-f", "90", "cyclictest", "-S", "-m", "-p", "90", "-i", "1000", "-h",
+           "400", "-D", "3s", "-q", "--json=/tmp/rtlab-cyclictest.json")
+
+
+def window(seed: int = 0):
+    """A recorded 3 s window (cyclictest's JSON of the virtual i.MX6Q) with each CPU's
+    wake-ups replaced by a physical board's shape, which -h 400 holds: a 10-20 µs body
+    and an exponential tail of 3 µs (the emulated figures lie past the histogram)."""
+    recorded = parse_json(WINDOW.read_text(), "window")
+    rng = np.random.default_rng(seed)
+    cpus = []
+    for cpu in recorded.cpus:
+        latencies = 10 + rng.integers(0, 10, 3000) + rng.exponential(3.0, 3000)
+        counts = np.bincount(latencies.astype(int), minlength=400)
+        cpus.append(attr.evolve(cpu, cycles=3000, min_us=int(latencies.min()),
+                                avg_us=float(latencies.mean()), max_us=int(latencies.max()),
+                                histogram={b: int(c) for b, c in enumerate(counts) if c},
+                                overflows=0))
+    return attr.evolve(recorded, cpus=tuple(cpus))
+
+
+def window_histogram() -> Histogram:
+    return Histogram.merged(Histogram.from_cpu_result(cpu) for cpu in window().cpus)
+
+
+def faster(hist: Histogram, factor: float) -> Histogram:
+    """The histogram with every latency divided by ``factor`` (a kernel that was faster)."""
+    counts = np.zeros_like(hist.counts)
+    np.add.at(counts, (np.arange(hist.range_us) / factor).astype(int), hist.counts)
+    return Histogram(counts, hist.overflows, None)
+
+
+def stored(hist: Histogram, index: int, *, boot: str | None = None, verdict: str = "pass",
+           duration_s: float = 9, command=COMMAND) -> StoredRun:
+    return StoredRun(run_key=f"run:{index}", verdict=verdict, duration_s=duration_s,
+                     command=tuple(command), boot=boot or f"boot{index % 2}", histogram=hist)
+
+
+def plan(*, gating: bool = True, max_us: float = 10_000_000) -> CasePlan:
+    limits = {"max_us": Threshold("max_us", max_us, "t.yaml:3", None)}
+    policy = StatisticsPolicy(gating=gating, sources={"gating": "t.yaml:9"})
+    return CasePlan("qemu-imx6q", "rt", "cpu100", 1000, limits, policy)
+
+
+def baseline(runs, **options):
+    return eligible_baseline(runs, command=COMMAND, length_s=9, min_runs=5, min_boots=2,
+                             **options)
+
+
+# ----------------------------------------------------------------- baselines ----
+
+
+def test_the_length_and_the_trace_are_not_measuring_options():
+    traced = (*COMMAND[:12], "-D", "60s", "-q", "--json=/tmp/rtlab-cyclictest.json",
+              "--breaktrace=20000000", "--tracemark")
+    assert measuring_options(traced) == measuring_options(COMMAND)
+    assert measuring_options([*COMMAND[:-1], "--duration=5m", COMMAND[-1]]) == \
+        measuring_options(COMMAND)
+    other = [*COMMAND]
+    other[other.index("-i") + 1] = "100"
+    assert measuring_options(other) != measuring_options(COMMAND)
+
+
+def test_only_passing_runs_of_the_same_options_and_length_from_enough_boots_are_eligible():
+    hist = window_histogram()
+    other_options = [*COMMAND]
+    other_options[other_options.index("-h") + 1] = "200"
+    runs = [stored(hist, i) for i in range(5)] + [
+        stored(hist, 5, verdict="fail"),
+        stored(hist, 6, duration_s=60),
+        stored(hist, 7, duration_s=9.5),  # within 10 % of 9 s: the same length
+        stored(hist, 8, command=other_options)]
+    found = baseline(runs)
+    assert found.eligible and found.runs == 6 and found.boots == 2
+    assert found.left_out == {"verdict fail": 1, "not 9 s long": 1,
+                              "other cyclictest options": 1}
+    assert found.describe() == "6 runs of 9 s, 2 boots"
+
+
+@pytest.mark.parametrize("runs, why", [
+    ([stored(window_histogram(), 0)],
+     "no eligible baseline: 1 eligible run from 1 boot, an early decision needs 5 passing "
+     "runs of the same options and 9 s from 2 boots"),
+    ([stored(window_histogram(), i, boot="one") for i in range(6)],
+     "no eligible baseline: 6 eligible runs from 1 boot"),
+    ([stored(window_histogram(), i, verdict="fail") for i in range(6)],
+     "no eligible baseline: 0 eligible runs from 0 boots, an early decision needs 5 passing "
+     "runs of the same options and 9 s from 2 boots (left out: 6 verdict fail)"),
+    ([stored(window_histogram(), i, duration_s=3600) for i in range(6)],
+     "(left out: 6 not 9 s long)"),
+])
+def test_an_ineligible_baseline_makes_the_case_run_to_its_cap_and_say_why(runs, why):
+    found = baseline(runs)
+    assert not found.eligible and why in found.why_not
+    case = plan().measure(window_s=3, cap_s=9, baseline=found)
+    assert case.add(window()) is None
+    assert case.add(window()) is None
+    stopped = case.add(window())
+    assert stopped.startswith("stopped after 9 s: at the cap of 9 s: no eligible baseline")
+    assert [d.outcome for d in case.decisions][-1] == CAP
+    outcome = case.outcome()
+    assert outcome.verdict == "pass"
+    assert f"no comparison: {found.why_not}" in outcome.message
+    assert case.record_facts()["baseline"]["eligible"] is False
+
+
+# ------------------------------------------------------------------ verdicts ----
+
+
+def test_a_regression_against_an_eligible_baseline_fails_the_case_at_once():
+    hist = window_histogram()
+    found = baseline([stored(faster(hist, 2), i) for i in range(6)])
+    case = plan().measure(window_s=3, cap_s=9, baseline=found)
+    stopped = case.add(window())
+    assert stopped.startswith("stopped after 3 s: regression")
+    outcome = case.outcome()
+    assert outcome.verdict == "fail"
+    assert outcome.message.startswith(
+        "regression against the baseline (6 runs of 9 s, 2 boots): regression: p99.9 ")
+    assert outcome.message.endswith("(t.yaml:9: statistics gating)")
+    facts = case.record_facts()
+    assert facts["comparison"]["outcome"] == REGRESSION
+    assert facts["comparison"]["message"] in outcome.message
+
+
+def test_a_lab_that_turns_gating_off_gets_a_pass_that_reports_the_regression():
+    hist = window_histogram()
+    found = baseline([stored(faster(hist, 2), i) for i in range(6)])
+    case = plan(gating=False).measure(window_s=3, cap_s=9, baseline=found)
+    case.add(window())
+    outcome = case.outcome()
+    assert outcome.verdict == "pass"
+    assert "a regression was found but does not fail the case (t.yaml:9: gating false)" \
+        in outcome.message
+
+
+def test_a_fixed_run_is_one_look_at_its_end_and_a_regression_fails_it_too():
+    hist = window_histogram()
+    found = eligible_baseline([stored(faster(hist, 2), i, duration_s=3) for i in range(6)],
+                              command=COMMAND, length_s=3, min_runs=5, min_boots=2)
+    case = plan().measure(window_s=3, cap_s=3, baseline=found)
+    assert case.add(window()).startswith("stopped after 3 s: regression")
+    assert case.outcome().verdict == "fail"
+
+
+def test_an_early_stop_on_no_change_passes_and_says_what_it_rules_out():
+    hist = window_histogram()
+    found = baseline([stored(hist, i) for i in range(6)])
+    case = plan().measure(window_s=3, cap_s=9, baseline=found)
+    stopped = case.add(window())
+    assert stopped is not None and "no change" in stopped, [d.reason for d in case.decisions]
+    assert case.decisions[-1].outcome == NO_CHANGE
+    outcome = case.outcome()
+    wakeups = sum(cpu.cycles for cpu in window().cpus)
+    assert outcome.verdict == "pass"
+    exposure, comparison = outcome.message.split("; ")[:2]
+    assert exposure == (f"no wake-up over 10000000 µs in {wakeups / 1e3:.3g} k wake-ups "
+                        f"(4 CPUs, 3 s): rate < {rate_bound(wakeups):.1e} per wake-up at 95 %")
+    assert comparison.startswith("p99.9 ") and "no shift above +" in comparison
+    assert comparison.endswith("(baseline 6 runs of 9 s, 2 boots)")
+
+
+def test_a_limit_exceeded_fails_whatever_the_baseline_says():
+    hist = window_histogram()
+    found = baseline([stored(hist, i) for i in range(6)])
+    case = plan(max_us=30).measure(window_s=3, cap_s=9, baseline=found)
+    assert case.add(window()) == "stopped after 3 s: a limit is exceeded"
+    outcome = case.outcome()
+    assert outcome.verdict == "fail" and "> max_us 30 µs (t.yaml:3)" in outcome.message
+
+
+def test_the_rate_bound_is_the_exact_binomial_one():
+    # no exceedance in n trials: P(0 | p) = (1 - p)^n = 0.05 at the bound
+    for n in (1, 100, 2_900_000):
+        p = rate_bound(n)
+        assert math.isclose((1 - p) ** n, 0.05, rel_tol=1e-9)
+    # about 3 / n for large n (the rule of three)
+    assert math.isclose(rate_bound(3_000_000), 3 / 3_000_000, rel_tol=0.01)
+
+
+def test_a_pipeline_of_cases_shares_its_false_fail_rate():
+    assert case_confidence(0.01, 1) == pytest.approx(0.98)
+    assert case_confidence(0.01, 16) == pytest.approx(1 - 0.02 / 16)
+    case = plan().measure(window_s=3, cap_s=9, baseline=baseline([]), cases=16)
+    assert case.policy.confidence == pytest.approx(1 - 0.02 / 16)
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match="whole number >= 1"):
+            case_confidence(0.01, bad)
+    with pytest.raises(ValueError, match=r"pipeline_false_fail must be in \(0, 1\)"):
+        case_confidence(1.0, 4)
+
+
+# ------------------------------------------------- one judge for both paths ----
+
+
+def test_lava_and_the_on_board_suite_judge_the_same_windows_alike(tmp_path):
+    """The recorded LAVA job's cpu50 window, judged by the LAVA path (rtlab.lava.records)
+    and by the calls tests/target/test_latency.py makes for a fixed run, against the same
+    eligible baseline: one verdict, one message, the same facts."""
+    from rtlab.lava import records
+    from rtlab.lava.joblog import read_log
+    from rtlab.lava.plan import plan_of_job
+    from rtlab.measure.suite import load_suite
+    from rtlab.verdict.thresholds import load_thresholds
+
+    job = DATA / "lava" / "qemu-imx6q-rt-job.yaml"
+    log = read_log((DATA / "lava" / "qemu-imx6q-rt-lava-run.log").read_text(), "lava.log")
+    lava_plan = plan_of_job(job.read_text(), str(job))
+    gate = tmp_path / "thresholds.yaml"
+    gate.write_text("defaults:\n  max_us: 10000000\nboards:\n  qemu-imx6q:\n"
+                    "    flavours:\n      rt: {}\n")
+    thresholds = load_thresholds(gate, load_suite())
+    [planned] = [c for c in lava_plan.cases if c.lava_name == "cpu50-1000us"]
+    result = parse_json(log.evidence().files["cpu50-1000us"]["result.json"].decode(),
+                        "cpu50", expected_threads=planned.threads)
+    hist = Histogram.merged(Histogram.from_cpu_result(cpu) for cpu in result.cpus)
+    # an eligible baseline the case is compared with on both paths
+    runs = [stored(hist, i, duration_s=lava_plan.duration_s, command=planned.program)
+            for i in range(6)]
+
+    def baseline_for(judge, command, cap_s):
+        return eligible_baseline(runs, command=command, length_s=cap_s,
+                                 min_runs=judge.statistics.baseline_runs,
+                                 min_boots=judge.statistics.baseline_boots)
+
+    [lava] = [r for r in records.job_records(lava_plan, log, records.LavaJob("42"),
+                                             thresholds, baseline_for)
+              if r["name"].endswith("/cpu50/1000us")]
+
+    # as tests/target/test_latency.py judges a fixed run of the same case
+    judge = plan_case(thresholds, board=lava_plan.board, flavour=lava_plan.flavour,
+                      scenario="cpu50", interval_us=1000)
+    on_board = judge.facts()
+    case = judge.measure(window_s=lava_plan.duration_s, cap_s=lava_plan.duration_s,
+                         baseline=baseline_for(judge, list(planned.program),
+                                               lava_plan.duration_s))
+    case.add(result)
+    on_board.update(case.record_facts())
+    outcome = case.outcome()
+
+    assert (lava["verdict"], lava["message"]) == (outcome.verdict, outcome.message)
+    assert lava["verdict"] == "pass"
+    assert lava["message"].startswith("no wake-up over 10000000 µs in ")
+    assert lava["comparison"] is not None and lava["baseline"]["runs"] == 6
+    for key in on_board:
+        assert lava[key] == on_board[key], key
