@@ -151,15 +151,17 @@ def _propose(args: argparse.Namespace) -> int:
 
 
 def _method_options(command: argparse.ArgumentParser) -> None:
-    command.add_argument("--last", type=int, help="only the newest N runs of each case")
+    command.add_argument("--last", type=int, help="only the newest N runs of each case "
+                                                  "(of its longest measured length)")
     command.add_argument("--quantile", type=float, default=_DEFAULTS.quantile,
                          help=f"of the worst-CPU figures (default {_DEFAULTS.quantile:g}; "
                               "the maximum when there are too few runs to leave any out)")
     command.add_argument("--margin", type=float, default=_DEFAULTS.margin,
                          help=f"factor on the quantile (default {_DEFAULTS.margin:g})")
     command.add_argument("--min-runs", type=int, default=_DEFAULTS.min_runs,
-                         help=f"fewer measured runs leave a case's limit as it is (default "
-                              f"{_DEFAULTS.min_runs})")
+                         help=f"fewer measured runs of a case's longest measured length "
+                              f"leave its limit as it is (default {_DEFAULTS.min_runs}; the "
+                              "shorter runs are left out and counted)")
     command.add_argument("--merge", type=float, default=_DEFAULTS.merge,
                          help="a shared limit may be this fraction above a case's own "
                               f"suggestion (default {_DEFAULTS.merge:g}; 0: only equal "
@@ -191,7 +193,10 @@ def register(actions: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
         "suggest", help="propose limits from the results store and write them into the "
                         "thresholds file (comments and layout kept)",
         description="Per case of the board (and flavour), the --quantile of the worst "
-                    "CPU's figure over the measured runs × --margin, rounded up, written "
+                    "CPU's figure over the measured runs of the case's longest measured "
+                    "length (within 10 %; a maximum grows with the number of wake-ups, "
+                    "so shorter runs are left out and counted) × --margin, rounded up, "
+                    "written "
                     "where it serves most cases; prints a markdown table for the merge "
                     "request. See rtlab/tuning/suggest.py for the method.")
     command.add_argument("--board", required=True, help="a board tag, e.g. imx6q")

@@ -1,19 +1,26 @@
-"""The evidence a threshold suggestion rests on: a case's measured runs in the store, the
-worst CPU's figure per run, and the high quantile of those figures (see
-:mod:`rtlab.tuning.suggest` for the method)."""
+"""The evidence a threshold suggestion rests on: a case's measured runs in the store of
+one length (:func:`comparable`), the worst CPU's figure per run, and the high quantile of
+those figures (see :mod:`rtlab.tuning.suggest` for the method)."""
 
 import datetime
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import attr
 
 from rtlab.measure.rttests import TESTS
 from rtlab.store.query import CaseRow
+from rtlab.verdict.baseline import LENGTH_TOLERANCE
 from rtlab.verdict.thresholds import FIGURES
 
 MEASURED = ("pass", "fail")
 FIGURE_NAME = {metric: figure for figure, metric in FIGURES.items()}
+# a run counts as a length when it measured within 10 % of it, as a baseline's runs do
+# (rtlab.verdict.baseline): a stored length is the one measured, and two runs of one
+# length need not agree to the second
+SAME_LENGTH = LENGTH_TOLERANCE
+# why runs of other lengths are left out, as the table and the merge request say it
+WHY_ONE_LENGTH = "a maximum grows with the number of wake-ups"
 
 
 @attr.frozen
@@ -50,8 +57,10 @@ class Method:
         quantile = ("the maximum" if self.quantile >= 1 else
                     f"the {self.quantile:g} quantile (the maximum below {self.all_below} runs)")
         return (f"{quantile} of the worst CPU's figure per run × {self.margin:g}, rounded up "
-                f"to {self.figures} significant figures; at least {self.min_runs} runs; a "
-                f"shared limit at most {self.merge:.0%} above a case's own suggestion")
+                f"to {self.figures} significant figures; per case only its runs of the "
+                f"longest measured length (within {SAME_LENGTH:.0%}: {WHY_ONE_LENGTH}), "
+                f"at least {self.min_runs} of them; a shared limit at most {self.merge:.0%} "
+                "above a case's own suggestion")
 
 
 def nice_ceil(value: float, figures: int = 2) -> int:
@@ -95,6 +104,95 @@ class Series:
         return f"{self.scenario}/{self.interval_us}us"
 
 
+def format_length(seconds: float) -> str:
+    """A measured length as people say it: "3 s", "1 min", "60 min"."""
+    if seconds >= 60:
+        return f"{seconds / 60:.3g} min"
+    return f"{seconds:.3g} s"
+
+
+def length_range(shortest_s: float, longest_s: float) -> str:
+    """Lengths from ``shortest_s`` to ``longest_s``: "60 min", "1..32 min", "3 s..60 min"."""
+    low, high = format_length(shortest_s), format_length(longest_s)
+    if low == high:
+        return low
+    unit = " " + high.split()[1]
+    return f"{low.removesuffix(unit)}..{high}"
+
+
+@attr.frozen
+class Lengths:
+    """Which of a case's runs are comparable (:func:`comparable`): those of its longest
+    measured length, and what was left out."""
+
+    # the longest measured length; None when no run has one recorded (then all are used)
+    length_s: float | None
+    # the runs used, after --last
+    used: int
+    # shorter runs left out: how many, and the shortest and longest of their lengths
+    shorter: int = 0
+    shorter_s: tuple[float, float] | None = None
+    # runs without a recorded length, left out beside runs that have one
+    unrecorded: int = 0
+
+    @property
+    def left_out(self) -> int:
+        return self.shorter + self.unrecorded
+
+    def length(self) -> str:
+        return "not recorded" if self.length_s is None else format_length(self.length_s)
+
+    def cell(self) -> str:
+        """The table's cell: the length used, and how many runs were left out."""
+        return self.length() + (f" ({self.left_out} left out)" if self.left_out else "")
+
+    def left_out_text(self) -> str:
+        """What was left out: "40 run(s) of 1..32 min", "3 run(s) without a recorded
+        length"."""
+        parts = []
+        if self.shorter:
+            assert self.shorter_s is not None
+            parts.append(f"{self.shorter} run(s) of {length_range(*self.shorter_s)}")
+        if self.unrecorded:
+            parts.append(f"{self.unrecorded} run(s) without a recorded length")
+        return " and ".join(parts)
+
+    def explain(self) -> str:
+        """The whole story of one case, for the notes under the table."""
+        return (f"{self.left_out_text()} left out, limits from {self.used} run(s) of "
+                f"{self.length()}")
+
+
+def _recorded_length(value: object) -> float | None:
+    # a length that is no positive number is as good as none
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) and value > 0 else None
+
+
+def comparable(cases: Sequence[CaseRow], lengths: Mapping[int, object]
+               ) -> tuple[list[CaseRow], Lengths]:
+    """The runs of ``cases`` (one case's, oldest first) of the longest measured length
+    present, within :data:`SAME_LENGTH` of it; ``lengths`` maps a case's id to its
+    stored ``duration_s``. A maximum grows with the number of wake-ups, so an hour's runs
+    and an adaptive run that stopped after a minute are no samples of one figure, and a
+    limit must hold for the longest runs the gate judges. Runs without a recorded length
+    are used only when no run has one."""
+    known = {case.case_id: length for case in cases
+             if (length := _recorded_length(lengths.get(case.case_id))) is not None}
+    if not known:
+        return list(cases), Lengths(None, len(cases))
+    longest = max(known.values())
+    used = [case for case in cases if case.case_id in known
+            and abs(known[case.case_id] - longest) <= SAME_LENGTH * longest + 1e-9]
+    ids = {case.case_id for case in used}
+    shorter = [known[case.case_id] for case in cases
+               if case.case_id in known and case.case_id not in ids]
+    return used, Lengths(longest, len(used), len(shorter),
+                         (min(shorter), max(shorter)) if shorter else None,
+                         len(cases) - len(known))
+
+
 def _fails(value: float | None, limit: float) -> bool:
     # an unknown figure fails every limit, as rtlab.verdict.thresholds.check has it
     return value is None or value > limit
@@ -114,6 +212,8 @@ class Evidence:
     suggested: int | None = None
     # why there is no suggestion
     missing: str | None = None
+    # which length the runs have, and the runs of other lengths left out
+    lengths: Lengths | None = None
 
     @property
     def runs(self) -> int:
@@ -129,7 +229,10 @@ class Evidence:
         return f"{self.first:%Y-%m-%d}..{self.last:%Y-%m-%d}"
 
 
-def evidence(cases: Sequence[CaseRow], metric: str, method: Method) -> Evidence:
+def evidence(cases: Sequence[CaseRow], metric: str, method: Method,
+             lengths: Lengths | None = None) -> Evidence:
+    """``metric``'s evidence in ``cases``, the comparable runs of one case (``lengths``
+    says which, :func:`comparable`)."""
     values: list[float | None] = []
     used: list[CaseRow] = []
     for case in cases:
@@ -141,10 +244,15 @@ def evidence(cases: Sequence[CaseRow], metric: str, method: Method) -> Evidence:
         used.append(case)
     first = min((c.started for c in used), default=None)
     last = max((c.started for c in used), default=None)
-    base = Evidence(metric, tuple(values), first, last)
+    base = Evidence(metric, tuple(values), first, last, lengths=lengths)
     if not values:
         return attr.evolve(base, missing="no runs")
     if len(values) < method.min_runs:
+        if lengths is not None and lengths.left_out:
+            # --min-runs counts the comparable runs: the shorter ones are not evidence
+            return attr.evolve(base, missing=(
+                f"too few runs of {lengths.length()} ({len(values)}, need "
+                f"{method.min_runs}; {lengths.left_out_text()} left out: {WHY_ONE_LENGTH})"))
         return attr.evolve(base, missing=f"too few runs ({len(values)}, need "
                                          f"{method.min_runs})")
     observed, label = high_quantile(values, method.quantile)

@@ -22,7 +22,7 @@ from ruamel.yaml import YAML
 from sqlalchemy.orm import Session
 
 from rtlab.measure.suite import load_suite
-from rtlab.tuning.evidence import Method
+from rtlab.tuning.evidence import WHY_ONE_LENGTH, Method, length_range
 from rtlab.tuning.replay import Replay, relabel, replay, thresholds_at
 from rtlab.tuning.suggest import Suggestion, baseline_text, suggest
 from rtlab.verdict.thresholds import ThresholdsError, load_thresholds
@@ -144,12 +144,28 @@ class Proposal:
 
 
 def _board_outcome(suggestion: Suggestion) -> str:
+    # the runs left out for their length, said wherever the board's outcome is: a board
+    # without changes has no table in the description to say it
+    left_out = (f"{suggestion.left_out} run(s) of other lengths left out: {WHY_ONE_LENGTH}"
+                if suggestion.left_out else "")
     if suggestion.changes:
         runs = max((row.evidence.runs for row in suggestion.rows), default=0)
+        if left_out:
+            return (f"{len(suggestion.changes)} limit(s) changed (up to {runs} run(s)"
+                    f"{_lengths(suggestion)} per case; {left_out})")
         return f"{len(suggestion.changes)} limit(s) changed (up to {runs} run(s) per case)"
     if not any(row.evidence.runs for row in suggestion.rows):
         return "no measured runs: limits unchanged"
-    return "the history supports the limits as they are"
+    supported = "the history supports the limits as they are"
+    return f"{supported} ({left_out})" if left_out else supported
+
+
+def _lengths(suggestion: Suggestion) -> str:
+    """" of 60 min" when the board's cases were tuned from runs of one length, else
+    " of 1..60 min" (each case's longest); nothing when no length was recorded."""
+    known = sorted({lengths.length_s for lengths in suggestion.lengths.values()
+                    if lengths.length_s is not None})
+    return f" of {length_range(known[0], known[-1])}" if known else ""
 
 
 def _replay_line(label: str, result: Replay) -> str:

@@ -7,12 +7,19 @@ for an rt-test) and per metric the file gates there (``max_us`` always, ``avg_us
 
 1. The baseline: the case's measured runs in the store (verdict pass or fail: an error or a
    skip has no figures worth trusting), optionally only those made for one ref (``--ref
-   main``), since a date (``--since``), and only the newest N (``--last``).
+   main``) and since a date (``--since``); of those, only the runs of the longest measured
+   length (the stored ``duration_s``, within 10 % of the longest), and of those only the
+   newest N (``--last``). A maximum grows with the number of wake-ups: an adaptive run
+   that stopped after a minute and an hour's run are no samples of one figure, and a limit
+   must hold for the longest runs the gate judges. The runs of other lengths are left out
+   and counted: the table's "length" column, the notes under it and the ``reason:`` say
+   how many, and of what length. (Runs without a recorded length count only when no run
+   of the case has one.) A stray long run is left out with ``--since``.
 2. Per run, the worst gated CPU's figure (:meth:`rtlab.store.query.CaseRow.worst`): max,
    avg or p99.9. A run where no CPU has the figure (none woke up) is left out; a p99.9 past
    the histogram's range is unknown and ranks above every known figure.
-3. At least ``--min-runs`` (10) runs, else the case is listed as "too few runs (N)" and
-   keeps its limit.
+3. At least ``--min-runs`` (10) runs of that length, else the case is listed as "too few
+   runs (N)" and keeps its limit (the shorter runs do not make up the number).
 4. The ``--quantile`` (0.99) of those figures, taken as an observed value: the figure at
    position ceil(q·(n−1)) of the sorted list (numpy's "higher" method). Below 1 + 1/(1−q)
    runs (101 at 0.99) that is the maximum: too few runs to leave any out.
@@ -49,15 +56,21 @@ from ruamel.yaml.comments import CommentedMap
 from sqlalchemy.orm import Session
 
 from rtlab.measure.suite import Suite, load_suite
-from rtlab.store.query import CaseRow, history
+from rtlab.store.models import Case
+from rtlab.store.query import CaseRow, history, series_query
 from rtlab.tuning.evidence import (
     FIGURE_NAME,
     MEASURED,
+    SAME_LENGTH,
+    WHY_ONE_LENGTH,
     Evidence,
+    Lengths,
     Method,
     Series,
+    comparable,
     evidence,
     is_functional,
+    length_range,
     md_row,
 )
 from rtlab.tuning.yamledit import (
@@ -252,13 +265,20 @@ class Suggestion:
     text: str
     original: str
     written: bool = False
+    # per case with runs: their length, and the runs of other lengths left out
+    lengths: Mapping[Series, Lengths] = attr.field(factory=dict)
+
+    @property
+    def left_out(self) -> int:
+        """The runs left out for their length, of every case."""
+        return sum(lengths.left_out for lengths in self.lengths.values())
 
     def markdown(self) -> str:
         lines = [f"### Suggested limits for {self.board} ({self.display})", "",
                  f"Baseline: the measured (pass/fail) runs of {self.baseline}. Method: "
                  f"{self.method.describe()}.", ""]
-        header = ("case", "metric", "old", "new", "set at", "suggested", "runs", "dates",
-                  "new fails", "old failed")
+        header = ("case", "metric", "old", "new", "set at", "suggested", "runs", "length",
+                  "dates", "new fails", "old failed")
         lines += [md_row(header), md_row(("---",) * len(header))]
         for row in self.rows:
             ev = row.evidence
@@ -274,8 +294,18 @@ class Suggestion:
                 row.series.name(self.board), row.metric,
                 f"{format_us(row.old.value)} ({row.old.source})",
                 format_us(row.new) if changed else "=", where, suggested, str(ev.runs),
+                ev.lengths.cell() if ev.lengths is not None and ev.runs else "-",
                 ev.dates(), str(ev.failures(row.new)) if ev.runs else "-",
                 str(ev.failures(row.old.value)) if ev.runs else "-")))
+        left_out = {series: lengths for series, lengths in self.lengths.items()
+                     if lengths.left_out}
+        if left_out:
+            lines += ["", f"Runs of one length: {WHY_ONE_LENGTH}, so each case's limits "
+                          f"come from its runs of the longest measured length (within "
+                          f"{SAME_LENGTH:.0%}). {self.left_out} run(s) of other lengths "
+                          "left out:", ""]
+            lines += [f"- {series.name(self.board)}: {lengths.explain()}"
+                      for series, lengths in left_out.items()]
         if self.unchanged_without_runs:
             lines += ["", "Cases without measured runs, limits unchanged: "
                       + "; ".join(self.unchanged_without_runs) + "."]
@@ -353,8 +383,15 @@ def suggest(session: Session, thresholds_path: Path, *, board: str,
             by_series.setdefault(Series(case.flavour, case.scenario, case.interval_us),
                                  []).append(case)
     notes = [f"{count} run(s) not used: {why}" for why, count in skipped.items()]
-    if last is not None:
-        by_series = {series: runs[-last:] for series, runs in by_series.items()}
+    # one length per case, then the newest N of those: --last counts comparable runs
+    durations = _durations(session, board=board, flavour=flavour, ref=ref, since=since)
+    lengths: dict[Series, Lengths] = {}
+    for series, runs in list(by_series.items()):
+        runs, found = comparable(runs, durations)
+        if last is not None:
+            runs = runs[-last:]
+        by_series[series] = runs
+        lengths[series] = attr.evolve(found, used=len(runs))
 
     rows: list[Row] = []
     changes: list[Change] = []
@@ -376,7 +413,8 @@ def suggest(session: Session, thresholds_path: Path, *, board: str,
                     continue
                 olds[series] = old
                 targets.append(_Target(series, evidence(by_series.get(series, []), metric,
-                                                        method), old.value))
+                                                        method, lengths.get(series)),
+                                       old.value))
             if not targets:
                 continue
 
@@ -428,12 +466,26 @@ def suggest(session: Session, thresholds_path: Path, *, board: str,
     suggestion = Suggestion(board, thresholds.display, method,
                             baseline_text(ref, since, last), tuple(rows), tuple(changes),
                             reasons, _compact(suite, without_runs, listed, by_series),
-                            tuple(notes), text, original)
+                            tuple(notes), text, original,
+                            lengths={series: lengths[series]
+                                     for series in sorted(lengths, key=lambda s: (
+                                         flavours.index(s.flavour), _order(suite, s)))})
     if write and changes:
         write_checked(thresholds_path, text, suite, board,
                       [(row.series, row.metric, row.new) for row in rows])
         suggestion = attr.evolve(suggestion, written=True)
     return suggestion
+
+
+def _durations(session: Session, *, board: str, flavour: str | None, ref: str | None,
+               since: datetime.datetime | None) -> dict[int, object]:
+    """The stored length (``duration_s``, as measured) of every case the history read,
+    by the case's id: one narrow query over the same filter rather than a column more on
+    every row the other readers of the store get."""
+    query = series_query(board=board, flavour=flavour, ref=ref, since=since,
+                         verdicts=MEASURED).with_only_columns(Case.id, Case.duration_s)
+    return {case_id: duration for case_id, duration in session.execute(query)}
+
 
 def _compact(suite: Suite, without: Mapping[str, Mapping[Series, None]], listed: set[Series],
              by_series: Mapping[Series, list[CaseRow]]) -> tuple[str, ...]:
@@ -484,6 +536,7 @@ def _reason(parts: list[tuple[str, Change]], today: datetime.date, method: Metho
     kept: list[str] = []
     # the runs of each case (the same runs give every metric its figure)
     runs: dict[Series, int] = {}
+    lengths: dict[Series, Lengths] = {}
     first: datetime.datetime | None = None
     last: datetime.datetime | None = None
     for metric, change in parts:
@@ -495,6 +548,8 @@ def _reason(parts: list[tuple[str, Change]], today: datetime.date, method: Metho
             continue
         for target in served:
             runs[target.series] = max(runs.get(target.series, 0), target.evidence.runs)
+            if target.evidence.lengths is not None:
+                lengths[target.series] = target.evidence.lengths
             if target.evidence.first is not None and target.evidence.last is not None:
                 first = min(first or target.evidence.first, target.evidence.first)
                 last = max(last or target.evidence.last, target.evidence.last)
@@ -510,5 +565,21 @@ def _reason(parts: list[tuple[str, Change]], today: datetime.date, method: Metho
     dates = f", {first:%Y-%m-%d}..{last:%Y-%m-%d}" if first and last else ""
     of = f" of {len(runs)} cases" if len(runs) > 1 else ""
     return (f"suggested {today:%Y-%m-%d} from {sum(runs.values())} runs{of} "
-            f"({baseline}{dates}): "
+            f"({baseline}{dates}{_lengths_text(lengths.values())}): "
             + "; ".join(tuned + kept) + ".")
+
+
+def _lengths_text(cases: Iterable[Lengths]) -> str:
+    """How long the runs a reason cites were, and how many of other lengths it left out:
+    ", runs of 60 min, 40 of other lengths left out"."""
+    lengths = list(cases)
+    known = sorted({length.length_s for length in lengths if length.length_s is not None})
+    text = ""
+    if known:
+        span = length_range(known[0], known[-1])
+        text = (f", runs of {span}" if ".." not in span
+                else f", each case's longest runs ({span})")
+    left_out = sum(length.left_out for length in lengths)
+    if left_out:
+        text += f", {left_out} of other lengths left out"
+    return text

@@ -229,7 +229,8 @@ def test_suggest_writes_only_numbers_and_reasons(session, gate):
 
     rt = safe(after)["boards"]["imx6q"]["flavours"]["rt"]
     assert rt["reason"].startswith(
-        "suggested 2026-11-23 from 312 runs of 26 cases (any ref, 2026-10-01..2026-10-12): "
+        "suggested 2026-11-23 from 312 runs of 26 cases (any ref, 2026-10-01..2026-10-12, "
+        "runs of 3 s): "
         "max_us max of worst-CPU max 84 µs (idle/100us) × 1.2 → 110 µs")
     assert rt["scenarios"]["hackbench"]["max_us"] == 230
     assert rt["scenarios"]["memory"] == {"intervals": {10000: {
@@ -254,11 +255,11 @@ def test_the_table_shows_old_new_runs_and_what_each_value_fails(session, gate):
     line = line_of(gate, r"max_us: 150")
     assert table_row(table, "imx6q/rt/idle/100us") == [
         "imx6q/rt/idle/100us", "max_us", f"150 µs ({gate}:{line})", "77 µs", "flavours.rt",
-        "77 µs (p50 64 µs × 1.2)", "12", "2026-10-01..2026-10-12", "2", "0"]
+        "77 µs (p50 64 µs × 1.2)", "12", "3 s", "2026-10-01..2026-10-12", "2", "0"]
     # hackbench: 164 × 1.2 = 196.8 → 200 fails none of its runs; the old 150 µs failed 9
     assert table_row(table, "imx6q/rt/hackbench/10000us")[3:] == [
         "200 µs", "flavours.rt.scenarios.hackbench", "200 µs (p50 164 µs × 1.2)", "12",
-        "2026-10-01..2026-10-12", "0", "9"]
+        "3 s", "2026-10-01..2026-10-12", "0", "9"]
     assert table_row(table, "imx6q/rt/memory/10000us")[3:7] == [
         "=", "flavours.rt.scenarios.memory.intervals.10000", "too few runs (5, need 10)", "5"]
     assert "Cases without measured runs, limits unchanged" not in table

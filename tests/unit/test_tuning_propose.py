@@ -54,10 +54,18 @@ def record(run: int, worst: float) -> dict:
     return base
 
 
-def add_runs(db: str, folder: Path, runs: dict[int, float]) -> None:
+def add_runs(db: str, folder: Path, runs: dict[int, float], length_s: int | None = None
+             ) -> None:
+    """Store ``runs`` (run number → CPU0's max); each ``length_s`` long as measured
+    (``duration_s``) when given, shorter than the hour an adaptive run that stopped early."""
     folder.mkdir(parents=True, exist_ok=True)
     for run, worst in runs.items():
-        (folder / f"run{run:03d}.json").write_text(json.dumps(record(run, worst)))
+        item = record(run, worst)
+        if length_s is not None:
+            item["duration_s"] = length_s
+            if length_s < 3600:
+                item["adaptive"] = {"window_s": 60, "cap_s": 3600, "measured_s": length_s}
+        (folder / f"run{run:03d}.json").write_text(json.dumps(item))
     store = open_store(db)
     try:
         ingest_folder(store, folder)
@@ -197,7 +205,7 @@ def test_the_first_run_opens_one_merge_request_with_the_table(lab, gitlab, git_c
     cells = [cell.strip() for cell in row.strip("|").split(" | ")]
     assert cells[2:] == [f"150 µs ({main_limit_source(lab)})", "110 µs",
                          "flavours.rt.scenarios.cpu100.intervals.1000",
-                         "110 µs (max 84 µs × 1.2)", "12",
+                         "110 µs (max 84 µs × 1.2)", "12", "3 s",
                          "2026-10-01..2026-10-12", "0", "0"]
     # the replay's summary: the stored runs the file fails now and as proposed
     assert ("- now (main:thresholds.yaml): 0 of 12 stored case(s) fail, 0 of them passed "
@@ -386,6 +394,58 @@ def test_dry_run_needs_no_gitlab_and_changes_nothing(lab, capsys):
     assert lab.file.read_text() == before
     assert "| imx6q/rt/cpu100/1000us | max_us | 150 µs" in (lab.out / "proposal.md").read_text()
     assert git(lab.bare, "branch", "--list") == "* main"
+
+
+# two hundred one-minute runs, newer than FIRST and far below it (20…30 µs): beside
+# FIRST's twelve hour runs the 0.99 quantile would be the 210th of 212 figures, 76 µs
+# (× 1.2 → 92 µs) rather than the hour's maximum 84 µs (→ 110 µs)
+MINUTES = {12 + run: 20 + run % 11 for run in range(200)}
+
+
+def test_the_merge_request_proposes_limits_from_the_longest_runs_only(lab, capsys,
+                                                                     tmp_path):
+    add_runs(lab.db, lab.records / "hour", FIRST, 3600)
+    add_runs(lab.db, lab.records / "minute", MINUTES, 60)
+
+    code, said = run(lab, capsys, "--dry-run")
+
+    assert code == 0, said
+    # the proposed file: the hour's limit, and a reason that says which runs it rests on
+    proposed = (lab.out / "thresholds.yaml").read_text()
+    assert limit(proposed, tmp_path) == 110
+    assert "runs of 60 min, 200 of other lengths left out" in " ".join(proposed.split())
+    outcome = ("imx6q: 1 limit(s) changed (up to 12 run(s) of 60 min per case; 200 run(s) "
+               "of other lengths left out: a maximum grows with the number of wake-ups)")
+    assert outcome in said
+    description = (lab.out / "proposal.md").read_text()
+    assert f"| imx6q | 1 | {outcome.removeprefix('imx6q: ')} |" in description
+    [row] = [line for line in description.splitlines()
+             if line.startswith(f"| {CASE} | max_us |")]
+    cells = [cell.strip() for cell in row.strip("|").split(" | ")]
+    assert cells[2:] == [f"150 µs ({main_limit_source(lab)})", "110 µs",
+                         "flavours.rt.scenarios.cpu100.intervals.1000",
+                         "110 µs (max 84 µs × 1.2)", "12", "60 min (200 left out)",
+                         "2026-10-01..2026-10-12", "0", "0"]
+    assert (f"- {CASE}: 200 run(s) of 1 min left out, limits from 12 run(s) of 60 min"
+            in description)
+    assert "per case only its runs of the longest measured length (within 10%" in \
+        description
+    # the replay still judges every stored run, whatever its length
+    assert "0 of 212 stored case(s) fail" in description
+
+
+def test_shorter_runs_over_a_limit_the_longest_runs_keep_change_nothing(lab, gitlab, capsys):
+    # hour runs that keep the file's 150 µs (125 × 1.2), minute runs far over it: side
+    # by side they would raise the limit to 240 µs
+    add_runs(lab.db, lab.records / "hour", {run: 100 + run for run in range(26)}, 3600)
+    add_runs(lab.db, lab.records / "minute", {30 + run: 200 for run in range(10)}, 60)
+
+    code, said = run(lab, capsys)
+
+    assert code == 0, said
+    assert ("imx6q: the history supports the limits as they are (10 run(s) of other "
+            "lengths left out: a maximum grows with the number of wake-ups)") in said
+    assert gitlab.merge_requests == [] and gitlab.branch_head(BRANCH) is None
 
 
 def test_a_job_without_the_token_fails_before_any_work(lab, monkeypatch, capsys):
