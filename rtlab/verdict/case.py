@@ -239,11 +239,12 @@ class LatencyCase:
             return f"no comparison with the baseline ({self.baseline.describe()}) was due yet"
         name = quantile_name(comparison.quantile)
         if comparison.outcome == NO_CHANGE:
-            base = comparison.baseline_us if comparison.baseline_us is not None else 0
             high = comparison.ci_us[1]
+            base = comparison.baseline_us
             relative = f" ({high / (base + 0.5):+.0%})" if base else ""
-            return (f"{name} {comparison.candidate_us} µs vs baseline {base} µs: no shift "
-                    f"above {high:+.1f} µs{relative} at {comparison.confidence:.2%} "
+            return (f"{name} {_quantile(comparison.candidate_us, comparison.range_us)} vs "
+                    f"baseline {_quantile(base, comparison.range_us)}: no shift above "
+                    f"{high:+.1f} µs{relative} at {comparison.confidence:.2%} "
                     f"(baseline {self.baseline.describe()})")
         if comparison.outcome == REGRESSION:
             return comparison.message
@@ -294,6 +295,12 @@ class LatencyCase:
                         for window, result in zip(windows, self.results, strict=True)],
             "looks": looks,
         }
+
+
+def _quantile(value: int | None, range_us: int) -> str:
+    """A quantile as a comparison has it: past the histogram it is only known to be at
+    least its range."""
+    return f">= {range_us} µs" if value is None else f"{value} µs"
 
 
 def _when(seconds: float) -> str:

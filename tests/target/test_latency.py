@@ -77,7 +77,7 @@ def measurement(request, begin_case, board_name, thresholds_flavour, thresholds,
     window_args = {"program": program, "parts": parts, "cpus": len(housekeeping),
                    "load_cpus": load_cpus, "traffic": host_traffic,
                    "progress": lambda text: progress(f"{case}: {text}")}
-    judged = plan.measure(window_s=window_s or duration_s, cap_s=duration_s,
+    judging = plan.measure(window_s=window_s or duration_s, cap_s=duration_s,
                           baseline=request.getfixturevalue("case_baseline")(
                               plan, program, duration_s),
                           cases=request.getfixturevalue("pipeline_cases"))
@@ -92,21 +92,21 @@ def measurement(request, begin_case, board_name, thresholds_flavour, thresholds,
                                    "loadavg": window.loadavg,
                                    "temperatures_mc": list(map(list,
                                                                window.temperatures_mc))})
-                return judged.add(read_result(),
+                return judging.add(read_result(),
                                   broke=tracing is not None and _broke(window.output))
 
             run = run_windows(shell, window_s=window_s, cap_s=duration_s,
                               after_window=after_window, **window_args)
             window = run.windows[-1]
             outputs = [w.output for w in run.windows]
-            record.facts["adaptive"] = judged.facts(run.stopped, run.gaps_s, per_window)
-            record.facts["duration_s"] = judged.measured_s
+            record.facts["adaptive"] = judging.facts(run.stopped, run.gaps_s, per_window)
+            record.facts["duration_s"] = judging.measured_s
             record_property("stopped", run.stopped)
         else:
             window = run_window(shell, duration_s=duration_s, **window_args)
             _program_ran(window)
             outputs = [window.output]
-            judged.add(read_result(), broke=tracing is not None and _broke(window.output))
+            judging.add(read_result(), broke=tracing is not None and _broke(window.output))
     except ProgramFailed as error:
         _disarm_quietly(shell, tracing)
         raise InfrastructureError(str(error)) from error
@@ -118,8 +118,8 @@ def measurement(request, begin_case, board_name, thresholds_flavour, thresholds,
     record.facts["load_check"] = {**window.load_facts, "loadavg_before": window.loadavg_before,
                                   "temperatures_mc": list(map(list, window.temperatures_mc))}
     record_property("cpu_utilisation", f"{window.utilisation:.3f}")
-    record.facts.update(judged.record_facts())
-    cpus = judged.judged.cpus
+    record.facts.update(judging.record_facts())
+    cpus = judging.judged.cpus
     # in the order rtlab.verdict.junit.case_properties writes a LAVA job's
     for facts in (facts for facts in cpus if facts.get("no_wakeup")):
         where = f"cpu{facts['cpu']}" if facts["cpu"] is not None else f"thread{facts['thread']}"
@@ -130,10 +130,10 @@ def measurement(request, begin_case, board_name, thresholds_flavour, thresholds,
         p99_9 = (facts.get("percentiles_us") or {}).get("p99_9")
         if isinstance(p99_9, int | float):
             record_property(f"cpu{facts['cpu']}_p99_9_us", p99_9)
-        tail = judged.judged.tails.get(facts["thread"])
+        tail = judging.judged.tails.get(facts["thread"])
         if tail is not None and tail.bound_us is not None:
             record_property(f"cpu{facts['cpu']}_tail_bound_us", f"{tail.bound_us:.1f}")
-    outcome = judged.outcome()
+    outcome = judging.outcome()
     record.judged = outcome.message
     if outcome.verdict == "pass":
         # a pass says what it rules out, in the record and the JUnit case alike

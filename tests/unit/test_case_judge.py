@@ -241,7 +241,7 @@ def test_lava_and_the_on_board_suite_judge_the_same_windows_alike(tmp_path):
     hist = Histogram.merged(Histogram.from_cpu_result(cpu) for cpu in result.cpus)
     # an eligible baseline the case is compared with on both paths
     runs = [stored(hist, i, duration_s=lava_plan.duration_s, command=planned.program)
-            for i in range(6)]
+            for i in range(12)]
 
     def baseline_for(judge, command, cap_s):
         return eligible_baseline(runs, command=command, length_s=cap_s,
@@ -266,6 +266,6 @@ def test_lava_and_the_on_board_suite_judge_the_same_windows_alike(tmp_path):
     assert (lava["verdict"], lava["message"]) == (outcome.verdict, outcome.message)
     assert lava["verdict"] == "pass"
     assert lava["message"].startswith("no wake-up over 10000000 µs in ")
-    assert lava["comparison"] is not None and lava["baseline"]["runs"] == 6
+    assert lava["comparison"] is not None and lava["baseline"]["runs"] == 12
     for key in on_board:
         assert lava[key] == on_board[key], key

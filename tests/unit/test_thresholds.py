@@ -283,13 +283,15 @@ def test_file_outside_the_repository_is_named_as_given(tmp_path):
     ("defaults:\n  statistics: true\nboards: {}\n",
      "thresholds.yaml:2: defaults.statistics must be a mapping of exceedance_probability, "
      "quantile, gating, baseline_runs, baseline_boots, pipeline_false_fail, got bool"),
-    ("defaults:\n  statistics:\n    baseline_runs: 0\nboards: {}\n",
-     "thresholds.yaml:3: defaults.statistics.baseline_runs must be a whole number >= 1, got 0"),
+    ("defaults:\n  statistics:\n    baseline_runs: 2\nboards: {}\n",
+     "thresholds.yaml:3: defaults.statistics.baseline_runs must be a whole number >= 3, got 2"),
+    ("defaults:\n  statistics:\n    baseline_boots: 0\nboards: {}\n",
+     "thresholds.yaml:3: defaults.statistics.baseline_boots must be a whole number >= 1, got 0"),
     ("defaults:\n  statistics:\n    baseline_boots: 1.5\nboards: {}\n",
      "thresholds.yaml:3: defaults.statistics.baseline_boots must be a whole number >= 1, "
      "got 1.5"),
     ("defaults:\n  statistics:\n    baseline_runs: true\nboards: {}\n",
-     "thresholds.yaml:3: defaults.statistics.baseline_runs must be a whole number >= 1, "
+     "thresholds.yaml:3: defaults.statistics.baseline_runs must be a whole number >= 3, "
      "got True"),
     ("defaults:\n  statistics:\n    pipeline_false_fail: 1\nboards: {}\n",
      "thresholds.yaml:3: defaults.statistics.pipeline_false_fail must be a probability "
@@ -384,13 +386,13 @@ def statistics():
 
 def test_statistics_default_to_gating_with_an_eligible_baseline_rule(hierarchy):
     policy = hierarchy.statistics("imx6q", "rt", "cpu100", 100)
-    assert policy == StatisticsPolicy(1e-6, 0.999, True, 5, 2, 0.01, {})
+    assert policy == StatisticsPolicy(1e-6, 0.999, True, 10, 2, 0.01, {})
     assert policy.gating
     # one set of defaults: the policy's, the loader's and rtlab.verdict.stats' agree
     from rtlab.verdict import stats
     assert STATISTICS_DEFAULTS == {"exceedance_probability": stats.DEFAULT_EXCEEDANCE_PROBABILITY,
                                    "quantile": stats.DEFAULT_QUANTILE, "gating": True,
-                                   "baseline_runs": 5, "baseline_boots": 2,
+                                   "baseline_runs": 10, "baseline_boots": 2,
                                    "pipeline_false_fail": 0.01}
 
 
