@@ -3,24 +3,17 @@ armed with an unknown outcome, an adaptive run stopped before its cap) never cou
 whole run: the campaign report leaves it out of the figures and of compare_variants, and
 names it with its maximum and why (rtlab.report.campaign.cut_short)."""
 
-import importlib.util
 import json
 
 import pytest
 
-from rtlab.campaign.spec import load_campaign
 from rtlab.report.campaign import collect, comparison_seed, cut_short, markdown
 from rtlab.report.campaign_page import write_campaign_report
 from rtlab.store import ingest_folder, open_store
-from rtlab.util.paths import REPO_ROOT
 from rtlab.verdict.record import write_record
 from rtlab.verdict.stats import Histogram, compare_variants
 from tests.markdown_table import table
-
-_spec = importlib.util.spec_from_file_location(
-    "campaign_synthetic", REPO_ROOT / "bench" / "campaign_synthetic.py")
-synthetic = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(synthetic)
+from tests.synthetic_campaign import small_hardening, synthetic
 
 BASELINE, CANDIDATE = "preempt-rt", "preempt-rt-hardened"
 BREACH = {"thread": 1234, "comm": "cyclictest", "cpu": 2, "latency_us": 388, "limit_us": 150,
@@ -35,8 +28,7 @@ def armed(**more):
 
 @pytest.fixture(scope="module")
 def campaign():
-    return load_campaign("hardening").narrowed(boards=["imx6q"], scenarios=["idle", "hackbench"],
-                                               intervals_us=[1000])
+    return small_hardening()
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ results store, its tables say what the records say, its pairs find the cost each
 given, its load proof is net of the idle baseline, and it keeps each campaign execution
 apart."""
 
-import importlib.util
 import json
 import math
 from html.parser import HTMLParser
@@ -12,27 +11,19 @@ from html.parser import HTMLParser
 import pytest
 
 from rtlab import cli
-from rtlab.campaign.spec import load_campaign
 from rtlab.report.campaign import collect, comparison_seed, markdown
 from rtlab.report.campaign_page import write_campaign_report
 from rtlab.store import ingest_folder, open_store
 from rtlab.store.models import Run
-from rtlab.util.paths import REPO_ROOT
 from rtlab.verdict.record import write_record
 from rtlab.verdict.stats import COSTS, NO_MEASURABLE_CHANGE, Histogram, compare_variants
 from tests.markdown_table import table
-
-_spec = importlib.util.spec_from_file_location(
-    "campaign_synthetic", REPO_ROOT / "bench" / "campaign_synthetic.py")
-synthetic = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(synthetic)
+from tests.synthetic_campaign import small_hardening, synthetic
 
 
 @pytest.fixture(scope="module")
 def campaign():
-    # one board, two loads and one interval keep the module quick
-    return load_campaign("hardening").narrowed(boards=["imx6q"], scenarios=["idle", "hackbench"],
-                                               intervals_us=[1000])
+    return small_hardening()
 
 
 @pytest.fixture(scope="module")

@@ -20,10 +20,11 @@ from rtlab.measure.trace import (
     choose_trace,
     last_failed_run,
 )
-from rtlab.store import URL_VARIABLE, ingest_folder, open_store
+from rtlab.store import URL_VARIABLE
 from rtlab.util.paths import REPO_ROOT
 from rtlab.verdict.record import write_record
 from rtlab.verdict.thresholds import TracePolicy, load_thresholds
+from tests.sqlite_store import ingested
 
 UNSET = TracePolicy()
 ON = TracePolicy(True, "thresholds.yaml:12")
@@ -138,12 +139,7 @@ def test_the_rerun_rule_reads_the_series_last_stored_run(tmp_path, monkeypatch):
     write_record(folder, {k: v for k, v in older.items() if k != "schema"})
     failed = {**newer, "verdict": "fail", "message": "CPU1 max 200 µs > max_us 150 µs"}
     write_record(folder, {k: v for k, v in failed.items() if k != "schema"})
-    url = f"sqlite:///{tmp_path / 'results.db'}"
-    store = open_store(url)
-    try:
-        ingest_folder(store, folder)
-    finally:
-        store.close()
+    url = ingested(folder, tmp_path / "results.db")
     ask = {"board": "imx6q", "flavour": "preempt-rt", "scenario": "idle", "interval_us": 1000,
            "ref": None}
     started = datetime.datetime.fromisoformat(newer["started"])

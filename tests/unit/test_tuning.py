@@ -14,10 +14,11 @@ from ruamel.yaml import YAML
 
 from rtlab import cli
 from rtlab.measure.suite import load_suite
-from rtlab.store import ingest_folder, open_store
+from rtlab.store import open_store
 from rtlab.tuning import Method, high_quantile, nice_ceil, replay, suggest, yamledit
 from rtlab.util.paths import REPO_ROOT
 from rtlab.verdict.thresholds import ThresholdsError, load_thresholds
+from tests.sqlite_store import ingested
 
 THRESHOLDS = REPO_ROOT / "thresholds.yaml"
 TEMPLATE = (REPO_ROOT / "tests" / "data" / "records" / "vlab-imx6q-rt"
@@ -87,13 +88,7 @@ def db(tmp_path_factory) -> str:
     folder = tmp_path_factory.mktemp("records")
     for index, item in enumerate(history_records()):
         (folder / f"{index:05d}.json").write_text(json.dumps(item), encoding="utf-8")
-    url = f"sqlite:///{tmp_path_factory.mktemp('store') / 'results.db'}"
-    store = open_store(url)
-    try:
-        ingest_folder(store, folder)
-    finally:
-        store.close()
-    return url
+    return ingested(folder, tmp_path_factory.mktemp("store") / "results.db")
 
 
 @pytest.fixture

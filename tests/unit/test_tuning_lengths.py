@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from rtlab.store import ingest_folder, open_store
+from rtlab.store import open_store
 from rtlab.store.query import CaseRow, CpuRow, history
 from rtlab.tuning import Method, suggest
 from rtlab.tuning.evidence import comparable, evidence, format_length
 from rtlab.verdict.thresholds import load_thresholds
+from tests.sqlite_store import ingested
 from tests.unit.test_tuning import SUITE, THRESHOLDS, TODAY, record, table_row
 
 CASE = ("cpu100", 1000)
@@ -51,13 +52,7 @@ def make_store(tmp_path: Path, items: list[dict]) -> str:
     folder.mkdir()
     for index, item in enumerate(items):
         (folder / f"{index:05d}.json").write_text(json.dumps(item), encoding="utf-8")
-    url = f"sqlite:///{tmp_path / 'results.db'}"
-    store = open_store(url)
-    try:
-        ingest_folder(store, folder)
-    finally:
-        store.close()
-    return url
+    return ingested(folder, tmp_path / "results.db")
 
 
 def hour_runs(maxima: dict[int, float] = HOUR_MAXIMA) -> list[dict]:
