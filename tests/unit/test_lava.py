@@ -31,6 +31,7 @@ from rtlab.util.paths import REPO_ROOT
 from rtlab.verdict.record import read_record
 from rtlab.verdict.thresholds import load_thresholds
 from tests.lava_log import LOG, file_start, garble_evidence, log_lines
+from tests.sqlite_store import ingested
 
 DATA = REPO_ROOT / "tests" / "data" / "lava"
 JOB = DATA / "qemu-imx6q-rt-job.yaml"
@@ -438,6 +439,44 @@ def test_the_cli_writes_records_and_exits_by_verdict(tmp_path):
     cut.write_text(LOG.read_text()[:20000])
     assert main(["lava", "records", "--job", str(JOB), "--log", str(cut),
                  "--thresholds", str(thresholds), "--out", str(tmp_path / "b")]) == 1
+
+
+def test_the_cli_compares_each_case_with_its_eligible_baseline_in_the_store(tmp_path,
+                                                                          monkeypatch):
+    """rtlab lava records --baseline-db finds a case's baseline as rtlab run does: the
+    store's passing runs of the same options and length; without a store it says so."""
+    from rtlab.cli import main
+
+    monkeypatch.delenv("RTLAB_RESULTS_DB", raising=False)
+    thresholds = tmp_path / "t.yaml"
+    thresholds.write_text("defaults:\n  max_us: 10000000\nboards:\n  qemu-imx6q:\n"
+                          "    flavours:\n      rt: {}\n")
+    common = ["lava", "records", "--job", str(JOB), "--log", str(LOG), "--thresholds",
+              str(thresholds)]
+    assert main([*common, "--out", str(tmp_path / "alone")]) == 0
+    alone = {r["name"]: r for r in map(read_record,
+                                       (tmp_path / "alone" / "results").glob("*.json"))}
+    cpu50 = alone["qemu-imx6q/rt/cpu50/1000us"]
+    assert cpu50["baseline"]["why_not"].startswith("no results store to take a baseline "
+                                                   "from (rtlab lava fetch --baseline-db)")
+    # twelve earlier passing jobs of the same plan: each its own run and boot
+    history = tmp_path / "history"
+    history.mkdir()
+    for index in range(12):
+        earlier = {**cpu50, "run_id": f"lava:earlier:{index}",
+                   "started": f"2026-11-{index + 1:02d}T10:00:00+00:00",
+                   "case": f"lava:{index}:cpu50-1000us"}
+        (history / f"{index:02d}.json").write_text(json.dumps(earlier))
+    url = ingested(history, tmp_path / "results.db")
+    assert main([*common, "--out", str(tmp_path / "compared"), "--baseline-db", url,
+                 "--baseline-ref", ""]) == 0
+    compared = {r["name"]: r for r in map(read_record,
+                                          (tmp_path / "compared" / "results").glob("*.json"))}
+    judged = compared["qemu-imx6q/rt/cpu50/1000us"]
+    assert judged["baseline"]["eligible"] and judged["baseline"]["runs"] == 12
+    assert judged["comparison"] is not None and judged["verdict"] == "pass"
+    # another case of the job has no stored runs: no comparison, and it says why
+    assert compared["qemu-imx6q/rt/idle/1000us"]["baseline"]["considered"] == 0
 
 
 # ----------------------------------------------------------- server, local ----
