@@ -126,6 +126,7 @@ def test_a_job_submitted_to_the_server_comes_back_as_judged_records(lava_server,
         assert f"rtlab-lava:case-start {record['scenario']}-1000us" in shown
 
 
+@pytest.mark.full
 def test_faults_of_the_server_are_errors_with_lavas_error_type(lava_server, client, image,
                                                               tmp_path, capsys,
                                                               monkeypatch):

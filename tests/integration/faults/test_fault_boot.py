@@ -2,11 +2,14 @@
 power and stays silent, and a slow boot that a retry outlasts. (A kernel that panics
 while it boots is test_fault_boot_panic's.)"""
 
+import pytest
+
 from conftest import assert_cleaned_up, assert_console_attached, assert_error
 
 CASE = "idle/1000us"
 
 
+@pytest.mark.full
 def test_boot_hang_is_an_error_after_every_boot_attempt(vlab, run_with_faults):
     # the kernel boots, its /init hangs: only the login timeout can end an attempt (a
     # normal boot reaches the login in 5-17 s; the hang never does)

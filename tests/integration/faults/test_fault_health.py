@@ -33,6 +33,7 @@ def place_restored(vlab):
                     "virtual imx6q (QEMU)"], check=True, capture_output=True)
 
 
+@pytest.mark.full
 def test_three_errors_in_a_row_make_the_place_unhealthy_until_a_check_passes(
         vlab, image, run_with_faults, place_restored, tmp_path, monkeypatch):
     # two CI runners, each with its own health folder: the first two errors on one, the

@@ -1,6 +1,8 @@
 """A kernel panic in the middle of a measurement: the case is an error naming the panic,
 and the next case boots the board again instead of inheriting a dead one."""
 
+import pytest
+
 from conftest import assert_cleaned_up, assert_console_attached, assert_error
 from rtlab.measure.window import MARK
 
@@ -13,6 +15,7 @@ PANIC_AFTER_S = 5
 WINDOW_S = 12
 
 
+@pytest.mark.full
 def test_panic_during_measurement_is_an_error_and_the_board_recovers(vlab, run_with_faults):
     run = run_with_faults(
         [("panic", {"on_console": WINDOW_STARTED, "after_s": PANIC_AFTER_S})],

@@ -1,5 +1,7 @@
 """A PDU that answers with an HTTP error or not at all."""
 
+import pytest
+
 from conftest import assert_cleaned_up, assert_error
 from rtlab.vlab import control
 
@@ -28,6 +30,7 @@ def test_pdu_that_keeps_failing_is_an_error_naming_status_and_outlet(vlab, run_w
     assert_cleaned_up(vlab, sdmux="off")
 
 
+@pytest.mark.full
 def test_pdu_that_never_answers_times_out(vlab, run_with_faults):
     run = run_with_faults([("pdu-timeout", {"times": 0})], pdu_timeout=3)
     assert_error(run, CASE, "PDU: no answer within 3 s to power off on outlet 1")

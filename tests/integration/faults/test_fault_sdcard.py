@@ -1,6 +1,8 @@
 """SD card faults while flashing: writes that fail, and a card that keeps wrong bytes,
 which only the read-back after the write can see."""
 
+import pytest
+
 from conftest import assert_cleaned_up, assert_error
 
 CASE = "idle/1000us"
@@ -17,6 +19,7 @@ def test_write_error_is_retried_then_an_error(vlab, run_with_faults):
     assert_cleaned_up(vlab, sdmux="off")
 
 
+@pytest.mark.full
 def test_one_write_error_in_a_row_is_retried(vlab, run_with_faults):
     run = run_with_faults([("sd-write-error", {"times": 1})])
     assert run.returncode == 0, run.output[-3000:]

@@ -1,6 +1,8 @@
 """The serial adapter drops during a measurement: an error that says the console was
 lost, and the next case gets a fresh console and a freshly booted board."""
 
+import pytest
+
 from conftest import assert_cleaned_up, assert_error
 from rtlab.measure.window import MARK
 
@@ -12,6 +14,7 @@ DISCONNECT_AFTER_S = 5
 WINDOW_S = 12
 
 
+@pytest.mark.full
 def test_serial_lost_during_measurement_is_an_error_and_the_board_recovers(
         vlab, run_with_faults):
     run = run_with_faults(
