@@ -124,6 +124,7 @@ def test_a_campaign_runs_only_when_a_person_or_a_schedule_names_one(tmp_path,
     assert when["test: [rpi3,rt]"] == "on_success"
 
 
+@pytest.mark.full
 def test_a_broken_image_is_an_error(vlab, clone, rack_variables, tmp_path):
     pipeline_times.commit_change(clone, "image: a broken init", {
         "rtlab/image/files/init": lambda text: text.replace(
