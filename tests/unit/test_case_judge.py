@@ -157,6 +157,8 @@ def test_a_lab_that_turns_gating_off_gets_a_pass_that_reports_the_regression():
     assert outcome.verdict == "pass"
     assert "a regression was found but does not fail the case (t.yaml:9: gating false)" \
         in outcome.message
+    # said once, with the comparison: not also as "the comparison" beside it
+    assert outcome.message.count(case.regression.message) == 1
 
 
 def test_a_fixed_run_is_one_look_at_its_end_and_a_regression_fails_it_too():
