@@ -21,6 +21,7 @@ from rtlab.util.paths import REPO_ROOT
 SUITE = '''
 import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -32,6 +33,13 @@ CASES = [(s, i) for s in ("idle", "cpu100", "hackbench") for i in (100, 1000, 10
 @pytest.fixture
 def board(record):
     record.facts["place"] = os.environ["LG_PLACE"]
+    # no case ends before every place has begun one: on a loaded machine the first place
+    # could otherwise measure the whole plan before the second had collected its suite
+    Path(f"began-{os.environ['LG_PLACE']}").touch()
+    deadline = time.monotonic() + 120
+    while len(list(Path().glob("began-*"))) < int(os.environ["PLACES"]):
+        assert time.monotonic() < deadline, "the other places never began a case"
+        time.sleep(0.05)
     if os.environ["LG_PLACE"] == os.environ.get("BROKEN_PLACE"):
         raise InfrastructureError("no login prompt after 40 s")
 
@@ -58,7 +66,8 @@ def run_places(tmp_path: Path, places: list[str], broken: str | None = None) -> 
     # the places join one after the other, the broken one last: it then always finds
     # another place on the plan to leave the rest to
     for place in sorted(places, key=lambda name: name == broken):
-        env = {**os.environ, "LG_PLACE": place, "PYTHONPATH": str(REPO_ROOT)}
+        env = {**os.environ, "LG_PLACE": place, "PYTHONPATH": str(REPO_ROOT),
+               "PLACES": str(len(places))}
         if broken:
             env["BROKEN_PLACE"] = broken
         procs[place] = subprocess.Popen(
