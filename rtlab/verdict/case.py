@@ -172,7 +172,10 @@ class LatencyCase:
                           self.baseline.histograms if self.baseline.eligible else (),
                           limit_us=limit.value if limit else None,
                           interval_us=self.plan.interval_us, cpus=len(combined.cpus),
-                          no_baseline=self.baseline.why_not or "no baseline")
+                          no_baseline=self.baseline.why_not or "no baseline",
+                          windows=[Histogram.merged(Histogram.from_cpu_result(cpu)
+                                                    for cpu in window.cpus)
+                                   for window in self.results if window.cpus])
         self.decisions.append(decision)
         if decision.stop:
             return f"stopped after {_when(self.measured_s)}: {decision.reason}"

@@ -7,12 +7,13 @@ windows' histograms added up. After each window:
 1. a limit of thresholds.yaml exceeded (or a CPU without a wake-up) is a ``fail`` at
    once: nothing measured later can undo it (:func:`rtlab.verdict.judge.judge_latency`,
    before this module is asked);
-2. at a *look* (the first window, then every doubling of the time measured, and the cap)
-   the run so far is compared with the baseline (the default branch's runs of the series,
-   as ``rtlab report`` compares them) by :func:`rtlab.verdict.stats.compare_tail`, at the
-   look's share of the confidence: with K looks each is held at ``1 - (1 - confidence) /
-   K`` (Bonferroni over the looks: error spent equally on each, so that looking after
-   every window does not raise the false-fail rate above ``(1 - confidence) / 2``);
+2. at a *look* (once ``min_windows`` windows are measured, then at every doubling of
+   the time measured, and at the cap) the run so far is compared with the baseline (the
+   default branch's runs of the series, as ``rtlab report`` compares them) by
+   :func:`rtlab.verdict.stats.compare_tail`, at the look's share of the confidence: with
+   K looks each is held at ``1 - (1 - confidence) / K`` (Bonferroni over the looks:
+   error spent equally on each, so that looking after every window does not raise the
+   false-fail rate above ``(1 - confidence) / 2``);
 3. ``regression`` stops the run. ``no change`` (the shift's upper confidence limit below
    the margin) stops it with a pass only if the limit is also safe for the rest of the
    cap: a run's maximum grows with its length, so the tail estimate must bound, at its
@@ -27,8 +28,16 @@ What a stop means for the verdict is rtlab.verdict.case's: a regression fails th
 where thresholds.yaml gates on it (the default), an early stop on no change passes it.
 
 Looks double rather than come after every window because each look costs confidence:
-with 1-minute windows and an hour's cap there are 7 looks, not 60, so each keeps more
+with 1-minute windows and an hour's cap there are 5 looks, not 60, so each keeps more
 power; a decision at minute 8 instead of minute 6 is the price.
+
+The first look waits for ``min_windows`` windows (4) because a run's minutes are not
+alike: a burst minute (a periodic job, a log flush) puts one window's tail far above the
+baseline's hours, which hold a few such minutes each. The comparison takes the spread
+between the run's windows into account (rtlab.verdict.stats.compare, candidate_windows),
+and that spread needs several windows to be known at all: compared from its first
+minute, a board with a burst in 5 % of its minutes failed 9-12 % of unchanged cases
+(bench/adaptive_quality.py, 2026-11-26).
 """
 
 import math
@@ -64,11 +73,15 @@ class SequentialPolicy:
     margin: float = 0.2
     exceedance_risk: float = 0.05
     resamples: int = 20000
+    min_windows: int = 4
+    """Windows measured before the first look (the cap is a look whatever it holds)."""
 
     def __attrs_post_init__(self) -> None:
         if not 0 < self.window_s <= self.cap_s:
             raise ValueError(f"the window ({self.window_s:g} s) must be positive and at most "
                              f"the cap ({self.cap_s:g} s)")
+        if self.min_windows < 1:
+            raise ValueError(f"min_windows must be at least 1, got {self.min_windows}")
         for name in ("confidence", "exceedance_risk"):
             if not 0 < getattr(self, name) < 1:
                 raise ValueError(f"{name} must be in (0, 1), got {getattr(self, name)}")
@@ -77,10 +90,10 @@ class SequentialPolicy:
 
     @property
     def looks(self) -> tuple[float, ...]:
-        """The measured times (s) after which the run is compared: the first window, each
-        doubling, and the cap."""
+        """The measured times (s) after which the run is compared: ``min_windows`` windows,
+        each doubling, and the cap."""
         times = []
-        at = self.window_s
+        at = self.window_s * self.min_windows
         while at < self.cap_s:
             times.append(at)
             at *= 2
@@ -112,10 +125,12 @@ class Decision:
 
 def decide(policy: SequentialPolicy, measured_s: float, candidate: Histogram,
            baseline: Sequence[Histogram], *, limit_us: float | None, interval_us: float,
-           cpus: int, no_baseline: str = "no baseline") -> Decision:
+           cpus: int, no_baseline: str = "no baseline",
+           windows: Sequence[Histogram] = ()) -> Decision:
     """After a window: stop or go on. ``candidate`` is the run so far (every CPU's
-    wake-ups together, as reports compare runs), ``baseline`` the eligible baseline's
-    runs (empty: none is eligible, ``no_baseline`` says why)."""
+    wake-ups together, as reports compare runs), ``windows`` the same wake-ups window by
+    window, ``baseline`` the eligible baseline's runs, each as long as the cap (empty:
+    none is eligible, ``no_baseline`` says why)."""
     at_cap = measured_s >= policy.cap_s - 1e-9
     if not policy.is_look(measured_s):
         return Decision(False, CONTINUE, "between looks", measured_s)
@@ -125,7 +140,9 @@ def decide(policy: SequentialPolicy, measured_s: float, candidate: Histogram,
                             f"{no_baseline}", measured_s)
         return Decision(False, CONTINUE, f"{no_baseline}: runs to the cap", measured_s)
     comparison = compare_tail(candidate, baseline, confidence=policy.look_confidence,
-                              margin_relative=policy.margin, resamples=policy.resamples)
+                              margin_relative=policy.margin, resamples=policy.resamples,
+                              candidate_windows=windows,
+                              baseline_windows=policy.cap_s / policy.window_s)
     share = f"{policy.look_confidence:.2%} at this look of {len(policy.looks)}"
     if comparison.outcome == REGRESSION:
         return Decision(True, REGRESSION, f"regression ({share}): {comparison.message}",

@@ -641,6 +641,8 @@ def compare(
     resamples: int = 4000,
     seed: int | np.random.Generator = 0,
     margin_relative: float | None = None,
+    candidate_windows: Sequence[Histogram] = (),
+    baseline_windows: float | None = None,
 ) -> Comparison:
     """Compare the ``quantile`` (nearest rank) of ``candidate`` with that of the baseline
     runs, merged, by a bootstrap of the difference with the runs' spread as a factor (see
@@ -650,7 +652,16 @@ def compare(
     most; ``no change``: the interval lies below the tolerance, or below
     ``margin_relative * baseline`` where that is given and wider (an adaptive run's
     equivalence margin: the shift it need not tell from none, rtlab.verdict.sequential).
-    Histograms of different ranges are compared at the smallest one."""
+    Histograms of different ranges are compared at the smallest one.
+
+    ``candidate_windows``: the windows the candidate was measured in so far (an adaptive
+    run), each baseline run being ``baseline_windows`` such windows long. A run's minutes
+    are not alike (a burst, a periodic job): a few of them vary more than the baseline's
+    whole runs do, whose spread already holds that variation at their length. The
+    windows' spread beyond their sampling noise, drawn from its fiducial distribution
+    like the runs', enters the candidate as ``1 / w - 1 / baseline_windows`` of it.
+    Without two windows that spread is unknown, and nothing is added: an adaptive run
+    compares from several windows on (rtlab.verdict.sequential)."""
     _check_bootstrap(quantile, confidence, resamples)
     runs = [baseline] if isinstance(baseline, Histogram) else list(baseline)
     if not runs:
@@ -665,8 +676,10 @@ def compare(
     alpha = 1 - confidence
     name = quantile_name(quantile)
 
-    values, categories = _categories([cand, *runs], q)
-    probs_c, *probs_runs = categories
+    windows = [h.clipped(range_us) for h in candidate_windows if h.samples]
+    if len(windows) < 2 or not baseline_windows:
+        windows = []
+    values, (probs_c, *probs_runs) = _categories([cand, *runs], q)
     sizes = np.array([h.samples for h in runs], dtype=np.int64)
     total_size = int(sizes.sum())
 
@@ -692,18 +705,33 @@ def compare(
     spread = 0.0
     cand_factor: np.ndarray | float = 1.0
     base_factor: np.ndarray | float = 1.0
+    between: np.ndarray | float = 0.0
+    draws = np.zeros((2, resamples))
     if len(runs) >= 2:
         between, estimate = _between_run_variance(runs, probs_runs, q, values, range_us,
                                                   resamples, rng)
         spread = math.sqrt(estimate) * (_value(base_q, range_us) + 0.5)
-        # the candidate is one more run, with an offset of its own; the merged baseline
-        # carries the mean of its N runs' offsets
         draws = rng.standard_normal((2, resamples))
-        cand_factor = np.exp(draws[0] * np.sqrt(between))
+        # the merged baseline carries the mean of its N runs' offsets
         base_factor = np.exp(draws[1] * np.sqrt(between / len(runs)))
     else:
         warnings.append("one baseline run: its run-to-run spread is unknown, so the verdict "
                         "allows for sampling noise only")
+    within_run: np.ndarray | float = 0.0
+    if windows and baseline_windows:
+        share = max(1 / len(windows) - 1 / baseline_windows, 0.0)
+        if share:
+            # the windows' own grid: their quantiles scatter further than the runs'
+            window_values, probs_windows = _categories(windows, q)
+            within_run = _between_run_variance(
+                windows, probs_windows, q, window_values, range_us, resamples, rng,
+                per_run=max(resamples // (4 * len(windows)), 200))[0] * share
+    # the candidate is one more run, with an offset of its own, and a few windows vary
+    # more than a whole run
+    if len(runs) < 2 and windows:
+        draws = rng.standard_normal((2, resamples))
+    if len(runs) >= 2 or windows:
+        cand_factor = np.exp(draws[0] * np.sqrt(between + within_run))
     # +0.5: a bucket's value is the middle of its 1 µs, which also keeps 0 µs scalable
     diffs = (cand_rep + 0.5) * cand_factor - (base_rep + 0.5) * base_factor
     low, high = (float(v) for v in np.quantile(diffs, [alpha / 2, 1 - alpha / 2]))
@@ -819,7 +847,8 @@ def _value(bucket: int | None, range_us: int) -> int:
 
 def _between_run_variance(runs: Sequence[Histogram], probs_runs: Sequence[np.ndarray],
                           q: Fraction, values: np.ndarray, range_us: int, resamples: int,
-                          rng: np.random.Generator) -> tuple[np.ndarray, float]:
+                          rng: np.random.Generator,
+                          per_run: int | None = None) -> tuple[np.ndarray, float]:
     """Draws of the variance of log(quantile) between runs beyond their sampling noise.
 
     Run-to-run effects (clock, cache and memory placement) scale a run's latencies, so
@@ -830,11 +859,12 @@ def _between_run_variance(runs: Sequence[Histogram], probs_runs: Sequence[np.nda
     distribution, ``(N-1) s^2 / chi2(N-1)``, which makes the interval a Student t one
     where the spread dominates. The runs' own sampling noise (the mean bootstrap
     variance of their log quantile) is taken as known and subtracted. Also returns the
-    point estimate.
+    point estimate. ``per_run``: the resamples of each run's sampling noise (default a
+    quarter of ``resamples``; a run's many windows need fewer each for the same mean).
     """
     logs = np.log(np.array([_value(h.quantile(q), range_us) for h in runs], dtype=float)
                   + 0.5)
-    count = max(resamples // 4, 100)
+    count = per_run or max(resamples // 4, 100)
     within = float(np.mean([
         np.var(np.log(_quantiles(rng.multinomial(h.samples, probs, size=count),
                                  np.full(count, h.samples), q, values) + 0.5))

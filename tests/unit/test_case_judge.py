@@ -12,11 +12,12 @@ import pytest
 
 from rtlab.measure.cyclictest import parse_json
 from rtlab.verdict.baseline import (
+    Baseline,
     StoredRun,
     eligible_baseline,
     measuring_options,
 )
-from rtlab.verdict.case import CasePlan, case_confidence, plan_case, rate_bound
+from rtlab.verdict.case import CasePlan, LatencyCase, case_confidence, plan_case, rate_bound
 from rtlab.verdict.sequential import CAP, NO_CHANGE, REGRESSION
 from rtlab.verdict.stats import Histogram
 from rtlab.verdict.thresholds import StatisticsPolicy, Threshold
@@ -67,9 +68,26 @@ def plan(*, gating: bool = True, max_us: float = 10_000_000) -> CasePlan:
     return CasePlan("qemu-imx6q", "rt", "cpu100", 1000, limits, policy)
 
 
-def baseline(runs, **options):
-    return eligible_baseline(runs, command=COMMAND, length_s=9, min_runs=5, min_boots=2,
-                             **options)
+def baseline(runs, length_s: float = 9, **options):
+    return eligible_baseline(runs, command=COMMAND, length_s=length_s, min_runs=5,
+                             min_boots=2, **options)
+
+
+# an adaptive case that may stop early: its first look comes after four 3 s windows
+# (SequentialPolicy.min_windows), the cap after eight
+EARLY_CAP = 24
+
+
+def early_baseline(hist: Histogram) -> Baseline:
+    return baseline([stored(hist, i, duration_s=EARLY_CAP) for i in range(6)],
+                    length_s=EARLY_CAP)
+
+
+def first_look(case: LatencyCase) -> str | None:
+    """Feed the case windows up to its first look; why it stopped there."""
+    for seed in range(3):
+        assert case.add(window(seed)) is None, "a case goes on to its first look"
+    return case.add(window(3))
 
 
 # ----------------------------------------------------------------- baselines ----
@@ -132,16 +150,15 @@ def test_an_ineligible_baseline_makes_the_case_run_to_its_cap_and_say_why(runs, 
 # ------------------------------------------------------------------ verdicts ----
 
 
-def test_a_regression_against_an_eligible_baseline_fails_the_case_at_once():
+def test_a_regression_against_an_eligible_baseline_fails_the_case_at_its_first_look():
     hist = window_histogram()
-    found = baseline([stored(faster(hist, 2), i) for i in range(6)])
-    case = plan().measure(window_s=3, cap_s=9, baseline=found)
-    stopped = case.add(window())
-    assert stopped.startswith("stopped after 3 s: regression")
+    case = plan().measure(window_s=3, cap_s=EARLY_CAP, baseline=early_baseline(faster(hist, 2)))
+    stopped = first_look(case)
+    assert stopped.startswith("stopped after 12 s: regression")
     outcome = case.outcome()
     assert outcome.verdict == "fail"
     assert outcome.message.startswith(
-        "regression against the baseline (6 runs of 9 s, 2 boots): regression: p99.9 ")
+        "regression against the baseline (6 runs of 24 s, 2 boots): regression: p99.9 ")
     assert outcome.message.endswith("(t.yaml:9: statistics gating)")
     facts = case.record_facts()
     assert facts["comparison"]["outcome"] == REGRESSION
@@ -150,9 +167,9 @@ def test_a_regression_against_an_eligible_baseline_fails_the_case_at_once():
 
 def test_a_lab_that_turns_gating_off_gets_a_pass_that_reports_the_regression():
     hist = window_histogram()
-    found = baseline([stored(faster(hist, 2), i) for i in range(6)])
-    case = plan(gating=False).measure(window_s=3, cap_s=9, baseline=found)
-    case.add(window())
+    case = plan(gating=False).measure(window_s=3, cap_s=EARLY_CAP,
+                                      baseline=early_baseline(faster(hist, 2)))
+    assert first_look(case).startswith("stopped after 12 s: regression")
     outcome = case.outcome()
     assert outcome.verdict == "pass"
     assert "a regression was found but does not fail the case (t.yaml:9: gating false)" \
@@ -172,19 +189,18 @@ def test_a_fixed_run_is_one_look_at_its_end_and_a_regression_fails_it_too():
 
 def test_an_early_stop_on_no_change_passes_and_says_what_it_rules_out():
     hist = window_histogram()
-    found = baseline([stored(hist, i) for i in range(6)])
-    case = plan().measure(window_s=3, cap_s=9, baseline=found)
-    stopped = case.add(window())
+    case = plan().measure(window_s=3, cap_s=EARLY_CAP, baseline=early_baseline(hist))
+    stopped = first_look(case)
     assert stopped is not None and "no change" in stopped, [d.reason for d in case.decisions]
     assert case.decisions[-1].outcome == NO_CHANGE
     outcome = case.outcome()
-    wakeups = sum(cpu.cycles for cpu in window().cpus)
+    wakeups = 4 * sum(cpu.cycles for cpu in window().cpus)
     assert outcome.verdict == "pass"
     exposure, comparison = outcome.message.split("; ")[:2]
     assert exposure == (f"no wake-up over 10000000 µs in {wakeups / 1e3:.3g} k wake-ups "
-                        f"(4 CPUs, 3 s): rate < {rate_bound(wakeups):.1e} per wake-up at 95 %")
+                        f"(4 CPUs, 12 s): rate < {rate_bound(wakeups):.1e} per wake-up at 95 %")
     assert comparison.startswith("p99.9 ") and "no shift above +" in comparison
-    assert comparison.endswith("(baseline 6 runs of 9 s, 2 boots)")
+    assert comparison.endswith("(baseline 6 runs of 24 s, 2 boots)")
 
 
 def test_a_limit_exceeded_fails_whatever_the_baseline_says():

@@ -42,13 +42,17 @@ def rng():
     return np.random.default_rng(11)
 
 
-def test_looks_double_up_to_the_cap_and_share_the_confidence():
-    assert POLICY.looks == (60, 120, 240, 480, 960, 1920, 3600)
-    assert POLICY.look_confidence == pytest.approx(1 - 0.02 / 7)
+def test_looks_begin_after_four_windows_double_up_to_the_cap_and_share_the_confidence():
+    assert POLICY.looks == (240, 480, 960, 1920, 3600)
+    assert POLICY.look_confidence == pytest.approx(1 - 0.02 / 5)
     assert [t for t in range(60, 3601, 60) if POLICY.is_look(t)] == list(POLICY.looks)
     # a window that does not divide a look's time: the window that passes it looks
     odd = SequentialPolicy(window_s=45, cap_s=600)
-    assert [t for t in range(45, 646, 45) if odd.is_look(t)] == [45, 90, 180, 360, 630]
+    assert [t for t in range(45, 646, 45) if odd.is_look(t)] == [180, 360, 630]
+    # the cap is a look even before four windows; every window, where a lab asks for it
+    assert SequentialPolicy(window_s=10, cap_s=30).looks == (30,)
+    assert SequentialPolicy(window_s=60, cap_s=600, min_windows=1).looks == (
+        60, 120, 240, 480, 600)
 
 
 @pytest.mark.parametrize(("changes", "message"), [
@@ -56,6 +60,7 @@ def test_looks_double_up_to_the_cap_and_share_the_confidence():
     ({"window_s": 7200}, "the window (7200 s) must be positive and at most the cap"),
     ({"confidence": 1.0}, "confidence must be in (0, 1)"),
     ({"margin": 0}, "margin must be in (0, 1)"),
+    ({"min_windows": 0}, "min_windows must be at least 1, got 0"),
 ])
 def test_a_policy_that_cannot_work_is_refused(changes, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -64,7 +69,7 @@ def test_a_policy_that_cannot_work_is_refused(changes, message):
 
 def test_without_a_baseline_a_run_goes_to_the_cap(rng):
     run = histogram(240_000, rng)
-    early = decide(POLICY, 60, run, [], limit_us=400, interval_us=1000, cpus=4)
+    early = decide(POLICY, 240, run, [], limit_us=400, interval_us=1000, cpus=4)
     assert (early.stop, early.outcome) == (False, CONTINUE)
     assert "no baseline" in early.reason
     last = decide(POLICY, 3600, run, [], limit_us=400, interval_us=1000, cpus=4)
@@ -83,7 +88,27 @@ def test_a_wider_tail_stops_the_run_as_a_regression(rng):
     decision = decide(POLICY, 240, histogram(960_000, rng, tail=2), baseline, limit_us=400,
                       interval_us=1000, cpus=4)
     assert (decision.stop, decision.outcome) == (True, REGRESSION)
-    assert decision.reason.startswith("regression (99.71% at this look of 7): regression: p99")
+    assert decision.reason.startswith("regression (99.60% at this look of 5): regression: p99")
+
+
+def test_burst_minutes_are_weighed_against_the_spread_of_the_run_s_own_windows(rng):
+    """Baseline hours with a burst (a tail four times wider) in 3 of their 60 minutes; a
+    run whose first four minutes hold two. As one histogram it looks like a regression;
+    with its windows, their spread says it may be one more ordinary run. Four minutes
+    that are all wider still fail."""
+    per_minute = 24_000
+    baseline = [Histogram.merged([histogram(57 * per_minute, rng),
+                                  histogram(3 * per_minute, rng, tail=4)]) for _ in range(6)]
+    bursty = [histogram(per_minute, rng, tail=4 if i % 2 else 1) for i in range(4)]
+    wider = [histogram(per_minute, rng, tail=4) for _ in range(4)]
+
+    def outcome(minutes, *, windowed: bool):
+        return decide(POLICY, 240, Histogram.merged(minutes), baseline, limit_us=None,
+                      interval_us=10_000, cpus=4, windows=minutes if windowed else ()).outcome
+
+    assert outcome(bursty, windowed=False) == REGRESSION
+    assert outcome(bursty, windowed=True) == CONTINUE
+    assert outcome(wider, windowed=True) == REGRESSION
 
 
 def test_no_change_stops_only_when_the_tail_is_safe_to_the_cap(rng):
