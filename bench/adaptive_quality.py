@@ -2,10 +2,11 @@
 rtlab.verdict.case) next to the fixed hour per case, what false-fail rate does a pipeline
 of gated cases get, and how large must a baseline be before it may decide early?
 
-For each latency source of bench/verdict_quality.py and each interval it simulates a
-board's runs (4 CPUs, every CPU's wake-ups together, as the reports compare runs) in
+For each latency source of bench/verdict_quality.py, and each family of
+bench/latency_families.py that the verdict was not built on (bursts, one noisy CPU, a rare
+mode, three real boards' recorded shapes), and each interval it simulates a board's runs (4 CPUs, every CPU's wake-ups together, as the reports compare runs) in
 1-minute windows up to the hour's cap, with the decision rtlab makes after each window:
-a max_us exceeded stops the case at once; at the looks (1, 2, 4, …, 32 min and the cap)
+a max_us exceeded stops the case at once; at the looks (4, 8, 16, 32 min and the cap)
 the run is compared with the baseline at the look's share of the case's confidence, and
 stops on a regression, or on no change when the tail also bounds the rest of the hour
 under max_us. max_us is what `rtlab thresholds suggest` would set from A/A hours (the
@@ -37,8 +38,10 @@ It prints:
   a tail regression (the tail's scale × 1.5 and × 1.3), each with the mean and 95th
   percentile of the board time to a decision (a run that reaches the cap counts the
   whole hour) and the share that stopped before the cap, against the fixed hour (one
-  window of an hour, one look at the case's confidence, and its max_us); and whether the
-  × 1.5 detection reaches the target, 95 % at a mean board time ≤ 6 min;
+  window of an hour, one look at the case's confidence, and its max_us); how many A/A
+  passes that stopped early had a later window of their hour over max_us (what the
+  early pass's bound on the rest of the hour missed); and whether the × 1.5 detection
+  reaches the target, 95 % at a mean board time ≤ 6 min;
 * the pipeline's A/A false-fail rate for K cases: from the per-case rate p as
   1 - (1 - p)^K, and directly, by grouping the A/A runs into pipelines of K cases (per
   source, half at each interval, every case on its own board and boot: independent
@@ -76,6 +79,7 @@ import numpy as np
 from scipy import stats as sps
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import latency_families as lf  # noqa: E402  (bursts, a noisy CPU, rare modes, real boards)
 import verdict_quality as vq  # noqa: E402  (the sources and their sampling)
 
 from rtlab.verdict.case import FAIL, PASS, case_confidence  # noqa: E402
@@ -118,6 +122,14 @@ class Trial:
     fixed: str | None
     nonfinite: int = 0
     """The looks whose comparison's interval was not finite (inconclusive for that)."""
+    missed: bool = False
+    """A pass that stopped early although a later window of the hour went over max_us:
+    what the early decision's bound on the rest of the hour got wrong."""
+
+
+def sources() -> list[vq.Model | lf.Family]:
+    """verdict_quality's sources, then the families they were not built on."""
+    return [*vq.sources(), *lf.families()]
 
 
 def case_verdict(limit_exceeded: bool, decisions: Sequence[Decision]) -> str:
@@ -164,15 +176,17 @@ def one_run(model: vq.Model, policy: SequentialPolicy, fixed: SequentialPolicy |
             return Trial(case_verdict(True, decisions), "max_us", measured, fixed_verdict,
                          nonfinite())
         decision = decide(policy, measured, run, baseline, limit_us=limit_us,
-                          interval_us=interval_us, cpus=CPUS)
+                          interval_us=interval_us, cpus=CPUS, windows=windows[:count])
         decisions.append(decision)
         if decision.stop:
+            verdict = case_verdict(False, decisions)
+            missed = verdict == PASS and any((later.known_max_us or 0) > limit_us
+                                             for later in windows[count:])
             how = decision.outcome
             if how == CAP:
                 how = (f"cap: {decision.comparison.outcome}" if decision.comparison
                        else "cap: no baseline")
-            return Trial(case_verdict(False, decisions), how, measured, fixed_verdict,
-                         nonfinite())
+            return Trial(verdict, how, measured, fixed_verdict, nonfinite(), missed)
     raise AssertionError("the cap is a look: a run always stops there")
 
 
@@ -185,7 +199,7 @@ def cell(args: tuple[int, int, float, int, int, int, float, bool]) -> tuple[
     the CPU seconds they took."""
     cpu = time.process_time()
     source, interval_us, tail, runs, trials, chunk, confidence, with_fixed = args
-    model = vq.sources()[source]
+    model = sources()[source]
     rng = np.random.default_rng([source, interval_us, round(tail * 10), runs, chunk])
     policy = SequentialPolicy(window_s=WINDOW_S, cap_s=CAP_S, confidence=confidence)
     fixed = (SequentialPolicy(window_s=CAP_S, cap_s=CAP_S, confidence=confidence)
@@ -287,7 +301,7 @@ def main() -> int:
         aa_trials, reg_trials, size_aa, size_reg = (int(n) for n in options.trials.split(","))
     cases = options.cases
     confidence = case_confidence(PIPELINE_FALSE_FAIL, cases)
-    models = vq.sources()
+    models = sources()
     chosen = ([int(i) for i in options.sources.split(",")] if options.sources
               else list(range(len(models))))
     policy = SequentialPolicy(window_s=WINDOW_S, cap_s=CAP_S, confidence=confidence)
@@ -345,6 +359,10 @@ def main() -> int:
             how = {h: sum(t.how == h for t in aa) for h in sorted({t.how for t in aa})}
             print(f"  {'':>8} A/A stopped by: "
                   + ", ".join(f"{h} {n}" for h, n in how.items()))
+            passed_early = [t for t in aa if t.verdict == PASS and t.seconds < CAP_S]
+            print(f"  {'':>8} A/A early passes the rest of the hour would have failed "
+                  f"(a later window over max_us): {sum(t.missed for t in aa)} of "
+                  f"{len(passed_early)}")
             for tail in REGRESSIONS:
                 reg = results[(i, interval_us, tail, BASELINE_RUNS)]
                 mean, p95, early = times(reg)

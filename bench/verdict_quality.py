@@ -182,10 +182,17 @@ def recorded(name: str, file: str, thread: int) -> Model:
     """The recorded histogram below its 95th percentile, and the GPD rtlab.verdict.stats fits to
     its top 5 % above it."""
     result = parse_json((DATA / file).read_text(encoding="utf-8"), file)
-    hist = Histogram.from_cpu_result(result.cpus[thread])
-    fit = tail_estimate(hist, None, tail_fraction=0.05)
+    return histogram_model(name, Histogram.from_cpu_result(result.cpus[thread]), 0.05,
+                           f"{file} thread {thread}")
+
+
+def histogram_model(name: str, hist: Histogram, tail_fraction: float,
+                    source: str | None = None) -> Model:
+    """A histogram's body as recorded below the tail fit's threshold, and the GPD that
+    rtlab.verdict.stats fits to its top ``tail_fraction`` above it."""
+    fit = tail_estimate(hist, None, tail_fraction=tail_fraction)
     if not fit.fitted or fit.pot_threshold_us is None or fit.scale_us is None:
-        raise SystemExit(f"{file} thread {thread}: no tail fit: {'; '.join(fit.warnings)}")
+        raise SystemExit(f"{source or name}: no tail fit: {'; '.join(fit.warnings)}")
     u0 = fit.pot_threshold_us
     below = hist.counts[:u0].astype(float)
     # the body's CDF, linear within each 1 µs bucket, at the bucket edges 0..u0
