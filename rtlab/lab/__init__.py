@@ -2,8 +2,8 @@
 with labgrid's target factory (environment files name it under ``imports:``), and makes a
 remote place's resources cost one look at the coordinator per update (rtlab.lab.remotepoll)."""
 
-from rtlab.lab import drivers, remotepoll, resources, strategy
+from rtlab.lab import drivers, pdu, remotepoll, resources, strategy
 
 remotepoll.install()
 
-__all__ = ["drivers", "resources", "strategy"]
+__all__ = ["drivers", "pdu", "resources", "strategy"]

@@ -1,8 +1,10 @@
 """The one strategy for physical and virtual racks: off → flashed → shell.
 
 Physical places bind labgrid's ``USBSDMuxDriver`` (or ``USBSDWireDriver``) and
-``USBStorageDriver``; the virtual rack binds its stand-ins with the same methods. Power,
-console and shell are labgrid's own drivers on both.
+``USBStorageDriver``; the virtual rack binds its stand-ins with the same methods. Power is
+any labgrid ``PowerProtocol``; both racks name rtlab's ``NetworkPDUDriver``
+(:mod:`rtlab.lab.pdu`), whose requests to the PDU are bounded in time. Console and shell
+are labgrid's own drivers on both.
 
 Every way the lab can fail on the way to a shell ends in an ``InfrastructureError`` whose
 message is the one-line cause. Flashing and booting are retried a bounded number of times
@@ -15,7 +17,6 @@ import logging
 import os
 import re
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -26,7 +27,7 @@ import attr
 import pexpect
 import requests
 import serial
-from labgrid.driver.powerdriver import NetworkPowerDriver
+from labgrid.driver import NetworkPowerDriver
 from labgrid.driver.usbstoragedriver import Mode
 from labgrid.factory import target_factory
 from labgrid.step import step
@@ -35,6 +36,7 @@ from labgrid.util.helper import processwrapper
 
 from rtlab.lab.console import PANIC_UNTIL_EOL, ConsoleTap, describe, panic_line
 from rtlab.lab.flashverify import verify_card
+from rtlab.lab.pdu import NetworkPDUDriver
 from rtlab.util.errors import (
     BoardCrashed,
     BootError,
@@ -55,40 +57,6 @@ DRAIN_LIMIT_S = 5.0
 ANYTHING = re.compile(rb"[\s\S]+")
 # names the SD card image when the environment file has no `images:` entry for it
 IMAGE_VARIABLE = "LG_IMAGE"
-
-
-class _PduRequest:
-    """One request to a network PDU, in a thread of its own: labgrid's HTTP power backends
-    wait for an answer without a timeout, so a request that gets none can only be given
-    up on, never cancelled. It is kept until it ends, because the PDU may still carry it
-    out."""
-
-    def __init__(self, what: str, call: Callable[[], object]) -> None:
-        self.what = what
-        self.sent = time.monotonic()
-        self.answered: float | None = None
-        self.result: object = None
-        self.error: BaseException | None = None
-        self.reported = False
-        self._thread = threading.Thread(target=self._run, args=(call,), name=f"pdu-{what}",
-                                        daemon=True)
-        self._thread.start()
-
-    def _run(self, call: Callable[[], object]) -> None:
-        try:
-            self.result = call()
-        except BaseException as error:  # noqa: BLE001 - handed to whoever waits for it
-            self.error = error
-        finally:
-            self.answered = time.monotonic()
-
-    def wait(self, timeout: float) -> bool:
-        """True once it has ended (answered or failed), waiting at most ``timeout``."""
-        self._thread.join(max(0.0, timeout))
-        return not self._thread.is_alive()
-
-    def outcome(self) -> str:
-        return "ok" if self.error is None else one_line(self.error)
 
 
 class Status(enum.Enum):
@@ -151,7 +119,9 @@ class RTLabStrategy(Strategy):
             sit beside it
         flash_attempts: writes (each followed by a read-back) before flashing fails
         boot_attempts: power cycles before booting fails
-        pdu_timeout: seconds a PDU may take to answer a request
+        pdu_attempts: requests to switch power before switching fails
+        pdu_timeout: seconds a PDU may take to answer a request; where given, it sets
+            the ``NetworkPDUDriver``'s ``timeout`` (30 s unless the driver says otherwise)
         silence_timeout: seconds after power-on within which the board must print
             something; a board that stays silent longer ends its boot attempt at once
             (a panic does as soon as it is printed), not after the login timeout
@@ -168,7 +138,8 @@ class RTLabStrategy(Strategy):
     image: str = attr.ib(default="sdcard", validator=attr.validators.instance_of(str))
     flash_attempts: int = attr.ib(default=3, validator=attr.validators.instance_of(int))
     boot_attempts: int = attr.ib(default=3, validator=attr.validators.instance_of(int))
-    pdu_timeout: float = attr.ib(default=30.0, converter=float)
+    pdu_timeout: float | None = attr.ib(default=None,
+                                        converter=attr.converters.optional(float))
     pdu_attempts: int = attr.ib(default=3, validator=attr.validators.instance_of(int))
     silence_timeout: float = attr.ib(default=30.0, converter=float)
     status: Status = attr.ib(default=Status.unknown)
@@ -184,10 +155,13 @@ class RTLabStrategy(Strategy):
         self.card_complete = False
         self._tap: ConsoleTap | None = None
         self._case_mark = 0
-        # PDU requests given up on after pdu_timeout; and when the last switch-off that
-        # the PDU confirmed was sent
-        self._abandoned: list[_PduRequest] = []
-        self._off_sent: float | None = None
+        if isinstance(self.power, NetworkPDUDriver):
+            if self.pdu_timeout is not None:
+                self.power.timeout = self.pdu_timeout
+        elif isinstance(self.power, NetworkPowerDriver):
+            logger.warning("power through labgrid's NetworkPowerDriver: a PDU that does not "
+                           "answer stalls the lab; name NetworkPDUDriver in the environment "
+                           "file to bound its requests")
 
     def image_path(self) -> str:
         try:
@@ -329,13 +303,11 @@ class RTLabStrategy(Strategy):
         raise PowerError(cause)
 
     def _pdu_once(self, what: str, action: Callable[[], None]) -> None:
-        """One power request, bounded in time where labgrid leaves it unbounded."""
+        """One power request: NetworkPDUDriver bounds it in time (a PowerError when the
+        PDU does not answer); any error is a PowerError naming the outlet."""
         self.target.activate(self.power)
         try:
-            if isinstance(self.power, NetworkPowerDriver):
-                self._network_pdu(what == "on")
-            else:
-                action()
+            action()
         except PowerError:
             raise
         except requests.HTTPError as error:
@@ -348,95 +320,26 @@ class RTLabStrategy(Strategy):
             raise PowerError(f"PDU: power {what} on {self._outlet()} failed: "
                              f"{one_line(error)}") from error
 
-    def _network_pdu(self, on: bool) -> None:
-        """labgrid's HTTP power backends wait for an answer forever, and a PDU that stalls
-        must not stall the lab: the backend's request runs in a thread that is abandoned
-        after ``pdu_timeout``, and waited for (up to ``pdu_timeout`` more) before the next
-        request, since the PDU may still carry it out. It calls the backend as
-        NetworkPowerDriver.on/off do, but outside labgrid's step tracking, which a thread
-        left hanging would corrupt."""
-        driver = self.power
-        what = "on" if on else "off"
-        # of two requests the PDU holds at once, it decides which it carries out last
-        self._await_abandoned(self.pdu_timeout)
-        request = _PduRequest(what, lambda: driver.backend.power_set(
-            driver._host, driver._port, driver.port.index, on))
-        if not request.wait(self.pdu_timeout):
-            self._abandoned.append(request)
-            raise PowerError(f"PDU: no answer within {self.pdu_timeout:g} s to power "
-                             f"{what} on {self._outlet()}")
-        if request.error is not None:
-            raise request.error
-        if not on:
-            self._off_sent = request.sent
-        logger.info("power %s on %s", what, self._outlet())
-
-    def _await_abandoned(self, timeout: float) -> None:
-        """Give the requests abandoned earlier up to ``timeout`` in all to end, and log
-        what each did when it ended."""
-        deadline = time.monotonic() + timeout
-        for request in self._abandoned:
-            if request.answered is None:
-                request.wait(deadline - time.monotonic())
-            if request.answered is not None and not request.reported:
-                request.reported = True
-                logger.warning("PDU: the abandoned request to power %s on %s ended %.0f s "
-                               "after it was sent: %s", request.what, self._outlet(),
-                               request.answered - request.sent, request.outcome())
-        pending = [request for request in self._abandoned if request.answered is None]
-        if pending:
-            logger.warning("PDU: %s on %s still unanswered",
-                           ", ".join(f"power {r.what} (sent {time.monotonic() - r.sent:.0f} s "
-                                     "ago)" for r in pending), self._outlet())
-
     def _keep_off(self) -> list[str]:
-        """After cleanup's power-off: an abandoned "on" that the PDU carries out late
-        would switch the board on after rtlab has let go of the place. Wait for such a
-        request (up to ``pdu_timeout``), and if it ended after the last switch-off was
+        """After cleanup's power-off: a power-on that the PDU carries out after rtlab gave
+        up on it would switch the board on after rtlab has let go of the place. Where such
+        a request (waited for up to the PDU's timeout) ended after the last switch-off was
         sent, switch off again and read the outlet back. Returns what could not be made
         sure of."""
-        ons = [request for request in self._abandoned if request.what == "on"]
-        if not ons:
+        if not isinstance(self.power, NetworkPDUDriver):
             return []
-        self._await_abandoned(self.pdu_timeout)
-        pending = [request for request in ons if request.answered is None]
-        if pending:
-            oldest = time.monotonic() - min(request.sent for request in pending)
-            logger.error("PDU: a request to power on on %s is still unanswered after %.0f s: "
-                         "the outlet may switch on whenever the PDU carries it out",
-                         self._outlet(), oldest)
-            return [f"PDU: a request to power on on {self._outlet()} is still unanswered "
-                    f"after {oldest:.0f} s; the outlet may switch on later"]
-        late = [request for request in ons if request.answered is not None
-                and (self._off_sent is None or request.answered > self._off_sent)]
-        if not late:
-            return []
+        try:
+            if not self.power.late_on():
+                return []
+        except PowerError as error:
+            return [str(error)]
         logger.warning("PDU: an abandoned request to power on on %s ended after the last "
                        "switch-off: switching off again", self._outlet())
         try:
             self._pdu("off", self.power.off)
         except PowerError as error:
             return [f"{error} (switching off again after a late power on)"]
-        return self._read_back_off()
-
-    def _read_back_off(self) -> list[str]:
-        """The outlet's state as the PDU reports it, where its backend can tell."""
-        driver = self.power
-        get = getattr(getattr(driver, "backend", None), "power_get", None)
-        if get is None:
-            logger.warning("PDU: %s cannot be read back; switched off again unverified",
-                           self._outlet())
-            return []
-        request = _PduRequest("get", lambda: get(driver._host, driver._port, driver.port.index))
-        if not request.wait(self.pdu_timeout) or request.error is not None:
-            cause = request.outcome() if request.answered else "no answer"
-            logger.warning("PDU: could not read %s back after switching it off again: %s",
-                           self._outlet(), cause)
-            return []
-        if request.result:
-            return [f"PDU: {self._outlet()} reads on after switching it off again"]
-        logger.info("PDU: %s reads off", self._outlet())
-        return []
+        return self.power.confirm_off()
 
     def _power_off(self) -> None:
         with timed("power off"):
@@ -501,10 +404,10 @@ class RTLabStrategy(Strategy):
         self.card_complete = True
 
     def _card_device(self) -> str:
-        # labgrid's USBStorageDriver names the device by its own rule; the virtual one
-        # is a path
-        devpath = getattr(self.storage, "_get_devpath", None)
-        return devpath(None) if devpath is not None else self.storage.storage.path
+        # the device that write_image wrote: labgrid's USBStorageDriver writes a whole card
+        # (no partition) to its storage resource's `path` (USBMassStorage, USBSDMuxDevice,
+        # USBSDWireDevice and their Network* forms all have one); the virtual one is a path
+        return self.storage.storage.path
 
     def _run_at_card(self, argv: list[str]) -> str:
         """Run where the card is attached: locally, or over SSH on the exporter."""

@@ -263,11 +263,11 @@ def test_env_file_with_a_misspelt_driver_names_the_line_and_close_matches(tmp_pa
      "images:", "'images' lacks 'sdcard', the SD card image RTLabStrategy flashes (has: card)"),
     (('"$LG_PLACE"', '"$PLACE"'), "$PLACE",
      "!template '$PLACE': expected only $LG_* variables and $BASE"),
-    (("      RTLabStrategy:\n        image: sdcard\n", ""), "NetworkPowerDriver:",
+    (("      RTLabStrategy:\n        image: sdcard\n", ""), "NetworkPDUDriver:",
      "target 'main' drivers: no RTLabStrategy"),
     (("imports:\n  - rtlab.lab\n", ""), "options:",
-     "RTLabStrategy, VirtualSDMuxDriver, VirtualStorageDriver need(s) 'imports: "
-     "[rtlab.lab]'"),
+     "NetworkPDUDriver, RTLabStrategy, VirtualSDMuxDriver, VirtualStorageDriver need(s) "
+     "'imports: [rtlab.lab]'"),
     (("  main:", "  mian:"), "targets:", "'targets' must be a mapping with the target 'main'"),
     (("    drivers:", "    driver:"), "driver:", "unknown key 'driver' in target 'main' "
                                                 "(expected one of: resources, drivers, "),

@@ -106,7 +106,7 @@ targets:
       VirtualMassStorage:
         path: /nonexistent
     drivers:
-      NetworkPowerDriver:
+      NetworkPDUDriver:
         delay: 0.0
       SerialDriver: {{}}
       ShellDriver:

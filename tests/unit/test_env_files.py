@@ -85,7 +85,7 @@ def test_virtual_env_binds_to_what_the_virtual_exporter_exports(tmp_path, monkey
     strategy = target.get_driver(RTLabStrategy)
     assert isinstance(strategy.sdmux, VirtualSDMuxDriver)
     assert isinstance(strategy.storage, VirtualStorageDriver)
-    assert type(strategy.power).__name__ == "NetworkPowerDriver"
+    assert type(strategy.power).__name__ == "NetworkPDUDriver"
     assert type(strategy.shell).__name__ == "ShellDriver"
     assert strategy.image_path() == str(tmp_path / "sdcard.img")
 
@@ -118,6 +118,8 @@ def test_physical_env_binds_to_every_group_of_every_lab_host(
         strategy = target.get_driver(RTLabStrategy)
         assert type(strategy.sdmux).__name__ in {"USBSDMuxDriver", "USBSDWireDriver"}, name
         assert type(strategy.storage).__name__ == "USBStorageDriver", name
+        # the PDU's requests bounded in time, as on the virtual rack
+        assert type(strategy.power).__name__ == "NetworkPDUDriver", name
         target.cleanup()
 
 

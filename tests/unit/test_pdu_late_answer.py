@@ -35,7 +35,7 @@ targets:
       VirtualMassStorage:
         path: /nonexistent
     drivers:
-      NetworkPowerDriver: {{}}
+      NetworkPDUDriver: {{}}
       SerialDriver: {{}}
       ShellDriver:
         login_prompt: 'login: '
@@ -103,6 +103,7 @@ def pdu_problems(problems: list[str]) -> list[str]:
 def test_a_late_on_after_the_cleanup_s_off_is_switched_off_again(lab, caplog):
     strategy, pdu = lab
     caplog.set_level(logging.INFO, logger="rtlab.strategy")
+    caplog.set_level(logging.INFO, logger="rtlab.pdu")
     pdu.hold.add(True)
     with pytest.raises(PowerError, match=r"no answer within 0.5 s to power on on outlet 3"):
         strategy._pdu("on", strategy.power.on)
