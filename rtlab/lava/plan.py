@@ -20,7 +20,8 @@ from rtlab.image.boards import BOARD_MODELS, BoardModel
 from rtlab.measure.cyclictest import HIST_ON_BOARD, JSON_ON_BOARD, build_command, fifo_from_start
 from rtlab.measure.facts import sysinfo_commands
 from rtlab.measure.loads import LoadPart, make_load
-from rtlab.measure.rttests import RT_JSON_ON_BOARD, TESTS, BoardRun, board_run, rt_tool_wait_s
+from rtlab.measure.rttests import TESTS
+from rtlab.measure.rttests.board import RT_JSON_ON_BOARD, BoardRun, board_run, rt_tool_wait_s
 from rtlab.measure.suite import Suite
 from rtlab.measure.sysinfo import cpu_list
 
@@ -105,8 +106,8 @@ class PlannedCase:
         return [make_load(kind, dict(settings)) for kind, settings in self.loads.items()]
 
     def rt_run(self, plan: "Plan") -> BoardRun:
-        """The rt-test's run, as rtlab.measure.rttests makes it for the plan's board (the same
-        argv the job ran: the plan keeps it, and this rebuilds the rest)."""
+        """The rt-test's run, as rtlab.measure.rttests.board makes it for the plan's board (the
+        same argv the job ran: the plan keeps it, and this rebuilds the rest)."""
         if self.tool is None:
             raise ValueError(f"{self.name} is no rt-test")
         run = board_run(self.tool, duration_s=plan.duration_s, cpus=plan.cpus,

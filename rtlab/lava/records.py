@@ -23,6 +23,7 @@ from rtlab.lava.render import TEST_NAME
 from rtlab.measure import cyclictest, rttests
 from rtlab.measure.facts import Answer, FactsError, replay_system_info
 from rtlab.measure.loads import LoadNotEffective, LoadPart
+from rtlab.measure.rttests import board as rt_board
 from rtlab.measure.sysinfo import SystemInfo
 from rtlab.measure.window import (
     ProgramFailed,
@@ -193,7 +194,7 @@ class _Case:
         json_text = (files[RESULT_JSON].decode(errors="replace")
                      if run.json_path is not None and RESULT_JSON in files else None)
         try:
-            result = rttests.judge(run, exit_status=window.exit_code, output=window.output,
+            result = rt_board.judge(run, exit_status=window.exit_code, output=window.output,
                                    json_text=json_text, source=self.facts["name"])
         except rttests.ToolUnsupported as error:
             return "skipped", str(error)

@@ -6,6 +6,7 @@ strict parsers.
 - :mod:`.loads`       load profiles as data → shell on the board, and the proof each ran
 - :mod:`.window`      one window: loads started, the program run under them, the evidence
 - :mod:`.cyclictest`  cyclictest's command line, its ``--json`` and histogram parsers
-- :mod:`.rttests`     the other rt-tests: command lines, parsers, functional verdicts
+- :mod:`.rttests`     the other rt-tests, a module per tool: command lines, parsers,
+                      functional verdicts; :mod:`.rttests.board` runs and judges them
 - :mod:`.sysinfo`     the board's kernel and CPUs, read through its shell
 """

@@ -11,8 +11,8 @@ import shlex
 import pytest
 
 from rtlab.measure import rttests
-from rtlab.measure.rttests import RT_JSON_ON_BOARD as JSON_ON_BOARD
-from rtlab.measure.rttests import rt_tool_wait_s
+from rtlab.measure.rttests.board import RT_JSON_ON_BOARD as JSON_ON_BOARD
+from rtlab.measure.rttests.board import board_run, judge, rt_tool_wait_s
 from rtlab.measure.window import ProgramFailed, run_window
 from rtlab.util.errors import InfrastructureError
 from rtlab.verdict.judge import judge_rt_tool, rt_tool_limits
@@ -26,7 +26,7 @@ def rt_run(request, begin_case, board_name, thresholds_flavour, thresholds, reco
     case = begin_case(rt_test, scenario=rt_test, loads={})
     shell = request.getfixturevalue("shell")
     system_info = request.getfixturevalue("system_info")
-    run = rttests.board_run(rt_test, duration_s=duration_s, cpus=system_info.cpus,
+    run = board_run(rt_test, duration_s=duration_s, cpus=system_info.cpus,
                             priority=suite.priority, json_path=JSON_ON_BOARD)
     record.facts["command"] = list(run.argv)
     shell.run_check(f"rm -f {JSON_ON_BOARD}")
@@ -42,7 +42,7 @@ def rt_run(request, begin_case, board_name, thresholds_flavour, thresholds, reco
                                 "|| echo rtlab-no-json")
         json_text = None if lines == ["rtlab-no-json"] else "\n".join(lines)
     try:
-        result = rttests.judge(run, exit_status=window.exit_code, output=window.output,
+        result = judge(run, exit_status=window.exit_code, output=window.output,
                                json_text=json_text, source=case)
     except rttests.ToolUnsupported as error:
         pytest.skip(str(error))

@@ -127,13 +127,13 @@ def test_the_plan_skips_what_a_labgrid_run_skips_and_isolates_like_it():
 
 
 def test_the_plan_runs_the_other_rt_tests_as_a_labgrid_run_does():
-    from rtlab.measure import rttests
+    from rtlab.measure.rttests.board import board_run
 
     plan = plan_for(scenarios=("idle",), rt_tests=("signaltest", "pip_stress"))
     idle, signaltest, pip_stress = plan.cases
     assert (signaltest.name, signaltest.lava_name, signaltest.loads) == (
         "signaltest", "signaltest", {})
-    expected = rttests.board_run("signaltest", duration_s=3, cpus=4, priority=90,
+    expected = board_run("signaltest", duration_s=3, cpus=4, priority=90,
                                  json_path="/tmp/rtlab-rttest.json")
     assert signaltest.program == expected.argv and signaltest.wait_s == 3
     assert signaltest.rt_run(plan) == expected

@@ -12,39 +12,39 @@ from pathlib import Path
 import attr
 import pytest
 
-from rtlab.measure import rttests
 from rtlab.measure.rttests import (
+    TESTS,
+    FunctionalResult,
+    LatencyResult,
+    RtTestsParseError,
+    ToolUnsupported,
+    Verdict,
+    check_console,
+)
+from rtlab.measure.rttests import board as rt_board
+from rtlab.measure.rttests.board import (
     HANG_MARGIN_S,
     KILLED,
     PIP_STRESS_OUT,
     PIP_STRESS_RUNS,
     RUN_MARK,
-    TESTS,
     BoardRun,
-    FunctionalResult,
-    LatencyResult,
-    PairLatency,
-    RtTestsParseError,
-    ToolUnsupported,
-    Verdict,
     board_run,
-    check_console,
     combine,
     hung,
     judge,
-    oslat_command,
-    parse_oslat_json,
+)
+from rtlab.measure.rttests.oslat import oslat_command, parse_oslat_json
+from rtlab.measure.rttests.pairs import (
+    PairLatency,
     parse_pair_json,
-    parse_pi_stress,
-    parse_pip_stress,
-    parse_signaltest_json,
-    pi_stress_command,
-    pip_stress_command,
     pmqtest_command,
     ptsematest_command,
-    signaltest_command,
     sigwaittest_command,
 )
+from rtlab.measure.rttests.pi_stress import parse_pi_stress, pi_stress_command
+from rtlab.measure.rttests.pip_stress import parse_pip_stress, pip_stress_command
+from rtlab.measure.rttests.signaltest import parse_signaltest_json, signaltest_command
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "rttests"
 PAIR_TOOLS = ("ptsematest", "pmqtest", "sigwaittest")
@@ -688,7 +688,7 @@ def _gone(pid: int) -> bool:
 
 def test_pip_stress_loop_kills_a_deadlocked_run_with_all_its_processes(tmp_path, monkeypatch):
     # as a deadlock without priority inheritance: a child spins on, the parent waits
-    monkeypatch.setattr(rttests, "HANG_MARGIN_S", 2)
+    monkeypatch.setattr(rt_board, "HANG_MARGIN_S", 2)
     output, runs = _run_loop(tmp_path, 'sleep 300 & echo $! >"$RUNS.child"; wait')
     assert runs == 1
     assert output.splitlines()[-1] == f"{RUN_MARK}{KILLED}"
