@@ -3,16 +3,16 @@ rtlab.verdict.case) next to the fixed hour per case, what false-fail rate does a
 of gated cases get, and how large must a baseline be before it may decide early?
 
 For each latency source of bench/verdict_quality.py, and each family of
-bench/latency_families.py that the verdict was not built on (bursts, one noisy CPU, a rare
-mode, three real boards' recorded shapes), and each interval it simulates a board's runs (4 CPUs, every CPU's wake-ups together, as the reports compare runs) in
-1-minute windows up to the hour's cap, with the decision rtlab makes after each window:
-a max_us exceeded stops the case at once; at the looks (4, 8, 16, 32 min and the cap)
-the run is compared with the baseline at the look's share of the case's confidence, and
-stops on a regression, or on no change when the tail also bounds the rest of the hour
-under max_us. max_us is what `rtlab thresholds suggest` would set from A/A hours (the
-0.99 quantile of their maxima × 1.2). Each baseline run is a full hour with its own
-run-to-run (boot-to-boot) variation (model.run_variation), so N baseline runs stand for N
-boots.
+bench/latency_families.py that the verdict was not built on (bursts, one noisy CPU, a
+rare mode, three real boards' recorded shapes), and each interval it simulates a board's
+runs (4 CPUs, every CPU's wake-ups together, as the reports compare runs) in 1-minute
+windows up to the hour's cap, with the decision rtlab makes after each window: a max_us
+exceeded stops the case at once; at the looks (4, 8, 16, 32 min and the cap) the run is
+compared with the baseline at the look's share of the case's confidence, and stops on a
+regression, or on no change when the tail also bounds the rest of the hour under max_us.
+max_us is what `rtlab thresholds suggest` would set from A/A hours (the 0.99 quantile of
+their maxima × 1.2). Each baseline run is a full hour with its own run-to-run (boot-to-
+boot) variation (model.run_variation), so N baseline runs stand for N boots.
 
 The verdict is rtlab.verdict.case's (LatencyCase.outcome, statistics gating on, the
 default): the case FAILS when max_us is exceeded or when a look finds a regression (an
@@ -54,7 +54,7 @@ It prints:
   the × 1.5 detection (and its lowest source × interval cell), and the mean time to a
   decision, pooled over the sources and intervals; and how many looks had no finite
   interval (a baseline of 2 runs knows its spread to 1 degree of freedom, whose draws can
-  overflow in rtlab.verdict.stats.compare: such a look is inconclusive).
+  overflow in rtlab.verdict.comparison.compare: such a look is inconclusive).
 
 --quick runs few trials (rough figures: about 430 CPU-seconds, a few minutes on 2 cores);
 the full size, about 5,000 CPU-seconds, is meant for 16 workers (``--workers 16``: some 6
@@ -83,6 +83,7 @@ import latency_families as lf  # noqa: E402  (bursts, a noisy CPU, rare modes, r
 import verdict_quality as vq  # noqa: E402  (the sources and their sampling)
 
 from rtlab.verdict.case import FAIL, PASS, case_confidence  # noqa: E402
+from rtlab.verdict.histogram import Histogram  # noqa: E402
 from rtlab.verdict.sequential import (  # noqa: E402
     CAP,
     REGRESSION,
@@ -90,7 +91,6 @@ from rtlab.verdict.sequential import (  # noqa: E402
     SequentialPolicy,
     decide,
 )
-from rtlab.verdict.stats import Histogram  # noqa: E402
 from rtlab.verdict.thresholds import StatisticsPolicy  # noqa: E402
 
 CPUS = 4
@@ -207,7 +207,7 @@ def cell(args: tuple[int, int, float, int, int, int, float, bool]) -> tuple[
     n_hour = int(CAP_S * 1e6 / interval_us) * CPUS
     limit = limit_for(model, n_hour, np.random.default_rng(source * 100 + interval_us))
     results = []
-    # a small baseline's variance draws can overflow in rtlab.verdict.stats.compare; the
+    # a small baseline's variance draws can overflow in rtlab.verdict.comparison.compare; the
     # looks they leave without a finite interval are counted (Trial.nonfinite) instead
     with np.errstate(over="ignore", invalid="ignore"):
         for _ in range(trials):
@@ -412,7 +412,7 @@ def main() -> int:
               f"{times(reg)[0]:6.1f} min{note}")
         bad = sum(t.nonfinite for t in aa + reg)
         if bad:
-            print(f"  {'':>3}  {bad} looks had no finite interval (rtlab.verdict.stats: the "
+            print(f"  {'':>3}  {bad} looks had no finite interval (rtlab.verdict.comparison: the "
                   f"spread of {runs} runs drawn from {runs - 1} degree"
                   f"{'s' if runs != 2 else ''} of freedom overflows): inconclusive there")
     print()

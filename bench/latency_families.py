@@ -17,7 +17,7 @@ like that, and each family here breaks one of those assumptions:
   100 µs (144 M wake-ups on 4 CPUs) meets it 13 % of the time, at 1000 µs 1.4 %.
 * **real** boards: each CPU's column of a recorded ``-h`` dump is its own component, its
   body as recorded and its top 0.1 % (at most 20,000 samples) the GPD that
-  rtlab.verdict.stats fits, overflows censored; the case's wake-ups come from every
+  rtlab.verdict.tail fits, overflows censored; the case's wake-ups come from every
   column equally. A recording is one boot, so the run-to-run spread is the same assumed
   3 % scale and 10 % tail weight as the synthetic sources.
 
@@ -37,7 +37,7 @@ import numpy as np
 import verdict_quality as vq
 
 from rtlab.measure.cyclictest import parse_histogram
-from rtlab.verdict.stats import Histogram
+from rtlab.verdict.histogram import Histogram
 
 # RTLAB_REAL_DATA: the recordings elsewhere (a machine without ../shared)
 REAL_DATA = Path(os.environ.get(
@@ -143,7 +143,7 @@ class Family:
 
 
 def real_cpu(name: str, counts: np.ndarray, overflows: int, max_us: float | None) -> vq.Model:
-    """One recorded column: its body as recorded below u0, the GPD rtlab.verdict.stats fits
+    """One recorded column: its body as recorded below u0, the GPD rtlab.verdict.tail fits
     to the samples at u0 or more above it. u0 is the lowest bucket with at most
     REAL_TAIL_FRACTION of the samples (and at most 20,000) at or above it: the fit's own
     threshold, the sample ranked that far from the top, would sit on the crowded buckets of

@@ -20,7 +20,9 @@ import time
 import numpy as np
 from scipy import special
 
-from rtlab.verdict.stats import Histogram, compare, tail_estimate
+from rtlab.verdict.comparison import compare
+from rtlab.verdict.histogram import Histogram
+from rtlab.verdict.tail import tail_estimate
 
 CPUS = 4
 CYCLES = 100_000_000

@@ -1,4 +1,4 @@
-"""How good is the statistical regression verdict (rtlab.verdict.stats.compare_tail) next to a
+"""How good is the statistical regression verdict (rtlab.verdict.comparison.compare_tail) next to a
 gate on the single worst wake-up?
 
 For each latency source and run length (samples per CPU) it prints:
@@ -22,7 +22,7 @@ For each latency source and run length (samples per CPU) it prints:
 Sources: two synthetic RT-board-like latency distributions (a lognormal body around
 15-20 µs, a generalised Pareto tail for the top 3 %) and two recorded cyclictest
 histograms of tests/data/cyclictest (their body as recorded, their tail above the 95th
-percentile the GPD that rtlab.verdict.stats fits to it, since 3000 samples say nothing about
+percentile the GPD that rtlab.verdict.tail fits to it, since 3000 samples say nothing about
 10^-6). The recordings of the emulated boards are left out: their p99.9 lies past the
 400 µs range, where compare_tail() is inconclusive by design. Every run varies: the whole
 latency scale by a lognormal factor (3 % sd) and the tail's weight by 10 % sd, so that
@@ -52,15 +52,15 @@ from scipy import special
 from scipy import stats as sps
 
 from rtlab.measure.cyclictest import parse_json
-from rtlab.verdict.stats import (
+from rtlab.verdict.comparison import (
     REGRESSION,
     TAIL_DECADES,
-    Histogram,
     compare_tail,
     quantile_name,
-    tail_estimate,
     tail_quantiles,
 )
+from rtlab.verdict.histogram import Histogram
+from rtlab.verdict.tail import tail_estimate
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "cyclictest"
 RANGE_US = 400
@@ -179,7 +179,7 @@ def synthetic(name: str, median: float, spread: float, zeta: float, shape: float
 
 
 def recorded(name: str, file: str, thread: int) -> Model:
-    """The recorded histogram below its 95th percentile, and the GPD rtlab.verdict.stats fits to
+    """The recorded histogram below its 95th percentile, and the GPD rtlab.verdict.tail fits to
     its top 5 % above it."""
     result = parse_json((DATA / file).read_text(encoding="utf-8"), file)
     return histogram_model(name, Histogram.from_cpu_result(result.cpus[thread]), 0.05,
@@ -189,7 +189,7 @@ def recorded(name: str, file: str, thread: int) -> Model:
 def histogram_model(name: str, hist: Histogram, tail_fraction: float,
                     source: str | None = None) -> Model:
     """A histogram's body as recorded below the tail fit's threshold, and the GPD that
-    rtlab.verdict.stats fits to its top ``tail_fraction`` above it."""
+    rtlab.verdict.tail fits to its top ``tail_fraction`` above it."""
     fit = tail_estimate(hist, None, tail_fraction=tail_fraction)
     if not fit.fitted or fit.pot_threshold_us is None or fit.scale_us is None:
         raise SystemExit(f"{source or name}: no tail fit: {'; '.join(fit.warnings)}")

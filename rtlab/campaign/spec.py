@@ -36,7 +36,7 @@ TOP_REQUIRED = ("description", "variants", "boards", "scenarios", "intervals_us"
                 "duration_s", "compare")
 VARIANT_KEYS = ("description", "flavour", "fragments", "debian", "thresholds")
 PAIR_KEYS = ("baseline", "candidate")
-# the quantiles a pair's table compares where the runs are long enough (rtlab.verdict.stats
+# the quantiles a pair's table compares where the runs are long enough (rtlab.verdict.comparison
 # MIN_WAKEUPS_BEYOND), and the family confidence of one load's table
 DEFAULT_QUANTILES = (0.99, 0.999, 0.9999)
 DEFAULT_CONFIDENCE = 0.95

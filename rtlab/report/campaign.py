@@ -1,13 +1,13 @@
 """What a campaign report shows (``rtlab report --campaign NAME``), read from the results
 store: one execution of the campaign (its ``campaign_run``, the newest by default), per
 board × variant × load × interval the figures of its runs, every pair the campaign names
-compared quantile by quantile (:func:`rtlab.verdict.stats.compare_variants`), and the proof
+compared quantile by quantile (:func:`rtlab.verdict.variants.compare_variants`), and the proof
 that each load ran.
 
 A **cell** is one board × variant × scenario × interval: the runs (fresh boots) measured
 there. Its figures are those of all its wake-ups together (every CPU of every run that
 passed or failed; an error has no figure): the maximum, beside it what the tail expects
-the maximum of that many wake-ups to be (:func:`rtlab.verdict.stats.expected_max`), the
+the maximum of that many wake-ups to be (:func:`rtlab.verdict.tail.expected_max`), the
 average, and the quantiles the runs are long enough for (100 wake-ups beyond each).
 
 A run **cut short** is left out of the figures and of every comparison, and named in its own
@@ -36,15 +36,10 @@ from sqlalchemy.orm import Session, selectinload
 from rtlab.campaign.spec import Campaign, Pair
 from rtlab.store.ingest import _utc
 from rtlab.store.models import Case, Run
-from rtlab.verdict.stats import (
-    MIN_WAKEUPS_BEYOND,
-    ExpectedMax,
-    Histogram,
-    Shift,
-    compare_variants,
-    expected_max,
-    quantile_name,
-)
+from rtlab.verdict.comparison import MIN_WAKEUPS_BEYOND, quantile_name
+from rtlab.verdict.histogram import Histogram
+from rtlab.verdict.tail import ExpectedMax, expected_max
+from rtlab.verdict.variants import Shift, compare_variants
 
 MEASURED = ("pass", "fail")
 # a window whose board warmed by more than this had not reached a thermal steady state:

@@ -29,8 +29,9 @@ from rtlab.report.campaign import (
 )
 from rtlab.report.html import _STYLE
 from rtlab.store import Store
+from rtlab.verdict.comparison import INCONCLUSIVE, quantile_name
 from rtlab.verdict.record import write_atomic
-from rtlab.verdict.stats import COSTS, INCONCLUSIVE, SAVES, quantile_name
+from rtlab.verdict.variants import COSTS, SAVES
 
 HTML_NAME = "report.html"
 SUMMARY_NAME = "summary.md"
@@ -170,7 +171,7 @@ above the p99) expects the maximum of that many wake-ups to be: its median, and 
 a single outlier, not the kernel's tail; run longer before reading anything into it.</li>
 <li>Each <b>shift</b> is candidate − baseline at one quantile, with its interval
 (multinomial bootstrap of the histograms for sampling noise, the runs' spread pooled over
-both variants: <code>rtlab.verdict.stats.compare_variants</code>). <i>costs X µs</i> /
+both variants: <code>rtlab.verdict.variants.compare_variants</code>). <i>costs X µs</i> /
 <i>saves X µs</i>: the interval excludes 0 and the shift exceeds 5 % of the baseline
 (at least 1 µs); <i>no measurable change</i>: the interval lies within that tolerance;
 <i>inconclusive</i>: neither, with how much longer the runs must be (or that more runs are

@@ -10,7 +10,8 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
 from rtlab.report.campaign import CampaignData, Cell
-from rtlab.verdict.stats import Histogram, quantile_name
+from rtlab.verdict.comparison import quantile_name
+from rtlab.verdict.histogram import Histogram
 
 # one colour per variant, in the campaign's order (colour-blind safe: Okabe-Ito)
 COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")

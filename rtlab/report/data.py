@@ -27,7 +27,9 @@ from rtlab.store.query import (
     latest,
     series_counts,
 )
-from rtlab.verdict import stats
+from rtlab.verdict.comparison import compare_tail
+from rtlab.verdict.histogram import Histogram
+from rtlab.verdict.tail import tail_estimate
 from rtlab.verdict.thresholds import DEFAULT_PATH as DEFAULT_THRESHOLDS
 from rtlab.verdict.thresholds import (
     StatisticsPolicy,
@@ -94,8 +96,8 @@ class Exceeded:
 
 @attr.frozen
 class CompareResult:
-    """The candidate's tail quantile against its baseline's (rtlab.verdict.stats.compare), or why
-    there is none."""
+    """The candidate's tail quantile against its baseline's
+    (rtlab.verdict.comparison.compare), or why there is none."""
 
     outcome: str | None
     message: str
@@ -109,14 +111,14 @@ class CompareResult:
     range_us: int | None = None
     warnings: tuple[str, ...] = ()
     # the quantile the outcome comes from, and (quantile, outcome, difference µs) of
-    # every quantile compared (rtlab.verdict.stats.compare_tail)
+    # every quantile compared (rtlab.verdict.comparison.compare_tail)
     quantile: float | None = None
     compared: tuple[tuple[float, str, float], ...] = ()
 
 
 @attr.frozen
 class TailResult:
-    """The worst CPU's tail estimate (rtlab.verdict.stats.tail_estimate)."""
+    """The worst CPU's tail estimate (rtlab.verdict.tail.tail_estimate)."""
 
     cpu: int | None
     # the max_us limit the probability is of crossing
@@ -458,12 +460,12 @@ def _run_stats(task: _StatsTask) -> tuple[CompareResult | None, TailResult | Non
 
 def compare_histograms(candidate: CpuHistogram, baseline: Sequence[CpuHistogram],
                        quantile: float) -> CompareResult:
-    """rtlab.verdict.stats.compare_tail of all the candidate's wake-ups against the baseline
+    """rtlab.verdict.comparison.compare_tail of all the candidate's wake-ups against the baseline
     runs': ``quantile`` and the higher decades the runs are long enough for."""
     try:
-        result = stats.compare_tail(_stats_histogram(candidate),
-                                    [_stats_histogram(h) for h in baseline],
-                                    quantile=quantile)
+        result = compare_tail(_stats_histogram(candidate),
+                              [_stats_histogram(h) for h in baseline],
+                              quantile=quantile)
     except ValueError as error:
         return CompareResult(None, f"not compared: {error}", len(baseline))
     return CompareResult(
@@ -475,14 +477,14 @@ def compare_histograms(candidate: CpuHistogram, baseline: Sequence[CpuHistogram]
                                       result.difference_us),))
 
 
-def _stats_histogram(hist: CpuHistogram) -> stats.Histogram:
-    return stats.Histogram(hist.counts, hist.overflows, hist.max_us)
+def _stats_histogram(hist: CpuHistogram) -> Histogram:
+    return Histogram(hist.counts, hist.overflows, hist.max_us)
 
 
 def tail_result(hist: CpuHistogram, limit_us: float | None,
                 interval_us: int | None) -> TailResult:
-    """rtlab.verdict.stats.tail_estimate of one CPU against the max_us limit."""
-    estimate = stats.tail_estimate(_stats_histogram(hist), limit_us, interval_us=interval_us)
+    """rtlab.verdict.tail.tail_estimate of one CPU against the max_us limit."""
+    estimate = tail_estimate(_stats_histogram(hist), limit_us, interval_us=interval_us)
     return TailResult(hist.cpu, limit_us, estimate.probability, estimate.per_hour,
                       estimate.bound_us, estimate.bound_ci_us,
                       estimate.exceedance_probability, estimate.warnings)

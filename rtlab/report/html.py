@@ -224,7 +224,7 @@ triangle at the range (a lower bound).</li>
 <li>Comparison: the tail quantile (p99.9 unless <code>thresholds.yaml</code> names another)
 of all CPUs' wake-ups of the candidate against the baseline runs', and each decade above it
 (p99.99, p99.999) that every run has 100 wake-ups beyond, each at its share of the confidence
-(hierarchical bootstrap, <code>rtlab.verdict.stats.compare_tail</code>): <em>regression</em>
+(hierarchical bootstrap, <code>rtlab.verdict.comparison.compare_tail</code>): <em>regression</em>
 when at one of them the confidence interval of the difference lies above 0 and the difference
 beyond the tolerance, <em>no change</em> when none shows a regression and at the named quantile the
 interval lies below the tolerance, otherwise <em>inconclusive</em>, with how much longer the

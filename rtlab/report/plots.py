@@ -32,7 +32,7 @@ from rtlab.report.data import (
     group_name,
     merged,
 )
-from rtlab.verdict.stats import DEFAULT_QUANTILE, quantile_name
+from rtlab.verdict.comparison import DEFAULT_QUANTILE, quantile_name
 from rtlab.verdict.thresholds import format_us
 
 DPI = 100

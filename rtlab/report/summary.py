@@ -13,7 +13,7 @@ from rtlab.report.data import (
     run_parts,
     series_name,
 )
-from rtlab.verdict.stats import quantile_name
+from rtlab.verdict.comparison import quantile_name
 from rtlab.verdict.thresholds import format_us
 
 # what a message could trip GitLab's markdown with mid-line: code, emphasis, links, html,

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session, selectinload
 from rtlab.store.ingest import _utc
 from rtlab.store.models import Case, CpuResult, Run
 from rtlab.verdict.baseline import Baseline, StoredRun, eligible_baseline
-from rtlab.verdict.stats import Histogram
+from rtlab.verdict.histogram import Histogram
 from rtlab.verdict.thresholds import StatisticsPolicy
 
 

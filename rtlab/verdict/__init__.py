@@ -2,7 +2,10 @@
 runner shares, and the result record that keeps it all.
 
 - :mod:`.thresholds`  ``thresholds.yaml``: load, validate, look up, judge
-- :mod:`.stats`       percentiles, tail estimates, comparisons between runs
+- :mod:`.histogram`   one CPU's cyclictest histogram: percentiles, clipping, merging
+- :mod:`.tail`        the tail estimate (GPD fit) and the maximum a run should have
+- :mod:`.comparison`  the regression test of a run against its baseline runs
+- :mod:`.variants`    what a kernel variant costs against another (campaigns)
 - :mod:`.case`        the one judge of a latency case (both runners): plan, windows, verdict
 - :mod:`.baseline`    which stored runs may stand as a case's baseline
 - :mod:`.sequential`  when a case measured in windows has been measured long enough

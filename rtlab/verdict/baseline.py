@@ -23,7 +23,7 @@ from typing import Any
 
 import attr
 
-from rtlab.verdict.stats import Histogram
+from rtlab.verdict.histogram import Histogram
 
 # how many of a series' newest stored runs are looked at for its baseline (both runners)
 NEWEST_RUNS = 20

@@ -29,9 +29,10 @@ import attr
 
 from rtlab.measure.cyclictest import CyclictestResult, combine
 from rtlab.verdict.baseline import Baseline
+from rtlab.verdict.comparison import NO_CHANGE, REGRESSION, Comparison, quantile_name
+from rtlab.verdict.histogram import Histogram
 from rtlab.verdict.judge import LatencyJudgement, judge_latency, no_wakeup_violation
 from rtlab.verdict.sequential import CAP, Decision, SequentialPolicy, decide
-from rtlab.verdict.stats import NO_CHANGE, REGRESSION, Comparison, Histogram, quantile_name
 from rtlab.verdict.thresholds import StatisticsPolicy, Threshold, Thresholds, format_us
 
 PASS = "pass"
@@ -43,7 +44,7 @@ RATE_CONFIDENCE = 0.95
 def case_confidence(pipeline_false_fail: float, cases: int) -> float:
     """The confidence each case's comparison is held at so that ``cases`` unchanged cases
     fail a pipeline with probability ``pipeline_false_fail`` at most: a comparison fails
-    an unchanged case with (1 - confidence) / 2 (rtlab.verdict.stats.compare), and the
+    an unchanged case with (1 - confidence) / 2 (rtlab.verdict.comparison.compare), and the
     union of ``cases`` such events is at most their sum."""
     if not 0 < pipeline_false_fail < 1:
         raise ValueError(f"pipeline_false_fail must be in (0, 1), got {pipeline_false_fail}")

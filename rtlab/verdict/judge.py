@@ -10,7 +10,8 @@ import attr
 
 from rtlab.measure.cyclictest import CpuResult, CyclictestResult, NoWakeup
 from rtlab.measure.rttests import FunctionalResult, LatencyResult, Verdict
-from rtlab.verdict.stats import Histogram, TailEstimate, tail_estimate
+from rtlab.verdict.histogram import Histogram
+from rtlab.verdict.tail import TailEstimate, tail_estimate
 from rtlab.verdict.thresholds import StatisticsPolicy, Threshold, check, format_us
 
 

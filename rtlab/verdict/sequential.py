@@ -10,7 +10,7 @@ windows' histograms added up. After each window:
 2. at a *look* (once ``min_windows`` windows are measured, then at every doubling of
    the time measured, and at the cap) the run so far is compared with the baseline (the
    default branch's runs of the series, as ``rtlab report`` compares them) by
-   :func:`rtlab.verdict.stats.compare_tail`, at the look's share of the confidence: with
+   :func:`rtlab.verdict.comparison.compare_tail`, at the look's share of the confidence: with
    K looks each is held at ``1 - (1 - confidence) / K`` (Bonferroni over the looks:
    error spent equally on each, so that looking after every window does not raise the
    false-fail rate above ``(1 - confidence) / 2``);
@@ -34,7 +34,7 @@ power; a decision at minute 8 instead of minute 6 is the price.
 The first look waits for ``min_windows`` windows (4) because a run's minutes are not
 alike: a burst minute (a periodic job, a log flush) puts one window's tail far above the
 baseline's hours, which hold a few such minutes each. The comparison takes the spread
-between the run's windows into account (rtlab.verdict.stats.compare, candidate_windows),
+between the run's windows into account (rtlab.verdict.comparison.compare, candidate_windows),
 and that spread needs several windows to be known at all: compared from its first
 minute, a board with a burst in 5 % of its minutes failed 9-12 % of unchanged cases
 (bench/adaptive_quality.py, 2026-11-26).
@@ -45,15 +45,9 @@ from collections.abc import Sequence
 
 import attr
 
-from rtlab.verdict.stats import (
-    INCONCLUSIVE,
-    NO_CHANGE,
-    REGRESSION,
-    Comparison,
-    Histogram,
-    compare_tail,
-    tail_estimate,
-)
+from rtlab.verdict.comparison import INCONCLUSIVE, NO_CHANGE, REGRESSION, Comparison, compare_tail
+from rtlab.verdict.histogram import Histogram
+from rtlab.verdict.tail import tail_estimate
 
 CONTINUE = "continue"
 FAIL = "fail"

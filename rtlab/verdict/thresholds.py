@@ -11,9 +11,9 @@ that each kernel a campaign builds can be judged by limits of its own; a name th
 neither is an error with its line, since a misspelt flavour would never be looked up.
 
 A level may also set ``statistics:``, the policy of the statistical verdicts of
-:mod:`rtlab.verdict.stats` (the exceedance probability of the tail bound, the quantile of the
-regression test, and whether either may fail the case); its keys are inherited one by one
-like the limits. :meth:`Thresholds.statistics` resolves it.
+:mod:`rtlab.verdict.tail` and :mod:`rtlab.verdict.comparison` (the exceedance probability of
+the tail bound, the quantile of the regression test, and whether either may fail the
+case); its keys are inherited one by one like the limits. :meth:`Thresholds.statistics` resolves it.
 """
 
 import math
@@ -54,7 +54,7 @@ STATISTICS_DEFAULTS: Mapping[str, float | bool | int] = {
 }
 # the keys that count runs or boots, and the least each may be: a baseline of two runs
 # knows its spread to one degree of freedom, whose fiducial draws overflow the comparison
-# (rtlab.verdict.stats.compare) and leave it undecided (bench/adaptive_quality.py)
+# (rtlab.verdict.comparison.compare) and leave it undecided (bench/adaptive_quality.py)
 _COUNT_KEYS = {"baseline_runs": 3, "baseline_boots": 1}
 # the level below each level, by the key that holds it
 _CHILDREN = {"board": "flavours", "flavour": "scenarios", "scenario": "intervals"}
@@ -102,12 +102,13 @@ class Violation:
 
 @attr.frozen
 class StatisticsPolicy:
-    """How the statistical verdicts of :mod:`rtlab.verdict.stats` apply to one measurement."""
+    """How the statistical verdicts of :mod:`rtlab.verdict.tail` and
+    :mod:`rtlab.verdict.comparison` apply to one measurement."""
 
     # the per-wake-up probability at which the tail bound is reported
     exceedance_probability: float = float(STATISTICS_DEFAULTS["exceedance_probability"])
     # the tail quantile the regression test compares with the baseline (and the decades
-    # above it that the runs are long enough for: rtlab.verdict.stats.compare_tail)
+    # above it that the runs are long enough for: rtlab.verdict.comparison.compare_tail)
     quantile: float = float(STATISTICS_DEFAULTS["quantile"])
     # True: a regression against an eligible baseline, or a tail bound whose lower
     # confidence limit is above max_us, fails the case; False: both are reported beside

@@ -22,7 +22,9 @@ import pytest
 from rtlab.measure.trace import CAMPAIGN_WHY
 from rtlab.report.campaign import comparison_seed
 from rtlab.util.paths import REPO_ROOT
-from rtlab.verdict.stats import Histogram, compare_variants, quantile_name
+from rtlab.verdict.comparison import quantile_name
+from rtlab.verdict.histogram import Histogram
+from rtlab.verdict.variants import compare_variants
 from tests.markdown_table import table
 
 pytestmark = pytest.mark.vlab

@@ -10,8 +10,9 @@ import pytest
 from rtlab.report.campaign import collect, comparison_seed, cut_short, markdown
 from rtlab.report.campaign_page import write_campaign_report
 from rtlab.store import ingest_folder, open_store
+from rtlab.verdict.histogram import Histogram
 from rtlab.verdict.record import write_record
-from rtlab.verdict.stats import Histogram, compare_variants
+from rtlab.verdict.variants import compare_variants
 from tests.markdown_table import table
 from tests.synthetic_campaign import small_hardening, synthetic
 

@@ -18,8 +18,8 @@ from rtlab.verdict.baseline import (
     measuring_options,
 )
 from rtlab.verdict.case import CasePlan, LatencyCase, case_confidence, plan_case, rate_bound
+from rtlab.verdict.histogram import Histogram
 from rtlab.verdict.sequential import CAP, NO_CHANGE, REGRESSION
-from rtlab.verdict.stats import Histogram
 from rtlab.verdict.thresholds import StatisticsPolicy, Threshold
 
 DATA = Path(__file__).resolve().parents[1] / "data"

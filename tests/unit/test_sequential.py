@@ -12,6 +12,7 @@ import pytest
 from rtlab.measure.cyclictest import NoWakeup, parse_json
 from rtlab.verdict.baseline import no_baseline
 from rtlab.verdict.case import CasePlan, LatencyCase
+from rtlab.verdict.histogram import Histogram
 from rtlab.verdict.sequential import (
     CAP,
     CONTINUE,
@@ -20,7 +21,6 @@ from rtlab.verdict.sequential import (
     SequentialPolicy,
     decide,
 )
-from rtlab.verdict.stats import Histogram
 from rtlab.verdict.thresholds import StatisticsPolicy, Threshold
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "cyclictest"

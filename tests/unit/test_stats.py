@@ -1,6 +1,6 @@
-"""rtlab.verdict.stats: histograms, the GPD tail estimate and the bootstrap regression test, on
-histograms drawn from known distributions (so the right answer is known) and on the real
-cyclictest outputs of tests/data/cyclictest."""
+"""rtlab.verdict.histogram, .tail and .comparison: histograms, the GPD tail estimate and the
+bootstrap regression test, on histograms drawn from known distributions (so the right answer
+is known) and on the real cyclictest outputs of tests/data/cyclictest."""
 
 import math
 from fractions import Fraction
@@ -11,17 +11,17 @@ import pytest
 from scipy import special
 
 from rtlab.measure.cyclictest import PERCENTILES, parse_json
-from rtlab.verdict.stats import (
+from rtlab.verdict.comparison import (
     INCONCLUSIVE,
     NO_CHANGE,
     REGRESSION,
-    Histogram,
     compare,
     compare_tail,
     quantile_name,
-    tail_estimate,
     tail_quantiles,
 )
+from rtlab.verdict.histogram import Histogram
+from rtlab.verdict.tail import tail_estimate
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "cyclictest"
 

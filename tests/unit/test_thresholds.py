@@ -388,10 +388,11 @@ def test_statistics_default_to_gating_with_an_eligible_baseline_rule(hierarchy):
     policy = hierarchy.statistics("imx6q", "rt", "cpu100", 100)
     assert policy == StatisticsPolicy(1e-6, 0.999, True, 10, 2, 0.01, {})
     assert policy.gating
-    # one set of defaults: the policy's, the loader's and rtlab.verdict.stats' agree
-    from rtlab.verdict import stats
-    assert STATISTICS_DEFAULTS == {"exceedance_probability": stats.DEFAULT_EXCEEDANCE_PROBABILITY,
-                                   "quantile": stats.DEFAULT_QUANTILE, "gating": True,
+    # one set of defaults: the policy's, the loader's and rtlab.verdict.tail's and
+    # rtlab.verdict.comparison's agree
+    from rtlab.verdict import comparison, tail
+    assert STATISTICS_DEFAULTS == {"exceedance_probability": tail.DEFAULT_EXCEEDANCE_PROBABILITY,
+                                   "quantile": comparison.DEFAULT_QUANTILE, "gating": True,
                                    "baseline_runs": 10, "baseline_boots": 2,
                                    "pipeline_false_fail": 0.01}
 

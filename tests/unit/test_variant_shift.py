@@ -1,4 +1,4 @@
-"""rtlab.verdict.stats.compare_variants (what a kernel variant costs against another, per
+"""rtlab.verdict.variants.compare_variants (what a kernel variant costs against another, per
 quantile, with its confidence interval) and expected_max (a run's maximum beside what its
 tail expects), on histograms with a known answer: synthetic ones drawn from a known
 distribution, and the recorded cyclictest histograms of tests/data/cyclictest shifted by a
@@ -11,16 +11,10 @@ import numpy as np
 import pytest
 
 from rtlab.measure.cyclictest import parse_json
-from rtlab.verdict.stats import (
-    COSTS,
-    INCONCLUSIVE,
-    MIN_WAKEUPS_BEYOND,
-    NO_MEASURABLE_CHANGE,
-    SAVES,
-    Histogram,
-    compare_variants,
-    expected_max,
-)
+from rtlab.verdict.comparison import INCONCLUSIVE, MIN_WAKEUPS_BEYOND
+from rtlab.verdict.histogram import Histogram
+from rtlab.verdict.tail import expected_max
+from rtlab.verdict.variants import COSTS, NO_MEASURABLE_CHANGE, SAVES, compare_variants
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "cyclictest"
 

@@ -1,0 +1,418 @@
+"""The tail estimate of one CPU's histogram: a generalised Pareto fit to the samples above
+about its p99 (binned, overflow-censored likelihood), the probability of crossing a limit,
+the latency one wake-up exceeds with a small probability (profile-likelihood interval), and
+the maximum a run of that length should have (:func:`expected_max`). The model and its
+assumptions: docs/verdicts.md, "The statistics behind the verdict"."""
+
+import math
+from fractions import Fraction
+
+import attr
+import numpy as np
+from scipy import optimize
+from scipy import stats as sps
+
+from rtlab.verdict.histogram import Histogram
+
+DEFAULT_EXCEEDANCE_PROBABILITY = 1e-6
+# the shapes a fit may take: below -0.5 the likelihood is irregular, and above 1.5 a tail
+# is too heavy for any bound derived from it to mean anything
+_SHAPE_BOUNDS = (-0.5, 1.5)
+_US_PER_HOUR = 3.6e9
+# the negative log-likelihood of parameters the data rule out, finite for the optimisers
+_IMPOSSIBLE = 1e300
+
+
+@attr.frozen
+class TailEstimate:
+    """What the tail of one CPU's histogram says beyond what the run saw.
+
+    Every figure is None when there was no fit; ``warnings`` then says why.
+    """
+
+    samples: int
+    observed_max_us: float | None
+    # the latency whose crossing ``probability`` is about (the gate's max_us)
+    threshold_us: float | None
+    # the per-wake-up probability the bound is given at
+    exceedance_probability: float
+    confidence: float
+    # u: the fit uses the samples of u µs or more
+    pot_threshold_us: int | None = None
+    tail_samples: int = 0
+    shape: float | None = None
+    scale_us: float | None = None
+    # P(one wake-up's latency is above threshold_us)
+    probability: float | None = None
+    # expected crossings of threshold_us per hour at interval_us
+    per_hour: float | None = None
+    # the latency one wake-up exceeds with exceedance_probability, and its interval
+    # (the upper end is inf when the data allow any tail)
+    bound_us: float | None = None
+    bound_ci_us: tuple[float, float] | None = None
+    # the chi-square test of the fit on the exceedances (None when too few bins to test)
+    fit_p_value: float | None = None
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def fitted(self) -> bool:
+        return self.shape is not None
+
+
+@attr.frozen
+class _Tail:
+    """The exceedances of one histogram over u, in units of excess over u."""
+
+    u: int
+    n: int
+    exceedances: int
+    # non-empty in-range buckets: lower edges (b - u) and counts
+    lower: np.ndarray
+    counts: np.ndarray
+    overflow_at: float
+    overflows: int
+    # the maximum's lower edge (M - u), when overflows exist and M is known
+    max_at: float | None
+
+    def log_survival(self, y: np.ndarray | float, shape: float, scale: float) -> np.ndarray:
+        y = np.asarray(y, dtype=float)
+        if abs(shape) < 1e-9:
+            return -y / scale
+        z = shape * y / scale
+        with np.errstate(divide="ignore", invalid="ignore"):
+            result = -np.log1p(z) / shape
+        # past the end point of a bounded tail (shape < 0) nothing survives
+        return np.where(1 + z > 0, result, -np.inf)
+
+    def nll(self, shape: float, scale: float) -> float:
+        """Negative log-likelihood of the exceedances, interval-censored per bucket and
+        right-censored (or bounded by the maximum) past the range."""
+        if not scale > 0 or not math.isfinite(scale):
+            return math.inf
+        low = self.log_survival(self.lower, shape, scale)
+        if np.isneginf(low).any():
+            return math.inf
+        high = self.log_survival(self.lower + 1.0, shape, scale)
+        with np.errstate(divide="ignore"):
+            log_p = low + np.log(-np.expm1(high - low))
+        total = float(self.counts @ log_p) if self.counts.size else 0.0
+        if self.overflows:
+            total += self._overflow_log_likelihood(shape, scale)
+        return -total if math.isfinite(total) else math.inf
+
+    def _overflow_log_likelihood(self, shape: float, scale: float) -> float:
+        at_range = float(self.log_survival(self.overflow_at, shape, scale))
+        if self.max_at is None:
+            return self.overflows * at_range
+        at_max, past_max = (float(v) for v in
+                            self.log_survival([self.max_at, self.max_at + 1.0], shape, scale))
+        # A: all k in [R, M+1); B: all k in [R, M); the largest in [M, M+1) is A^k - B^k
+        log_a = _log_difference(at_range, past_max)
+        log_b = _log_difference(at_range, at_max)
+        if log_a == -math.inf or at_max == -math.inf:
+            return -math.inf
+        ratio = math.exp(self.overflows * (log_b - log_a)) if log_b > -math.inf else 0.0
+        if ratio >= 1.0:
+            return -math.inf
+        return self.overflows * log_a + math.log1p(-ratio)
+
+    def expected_counts(self, shape: float, scale: float, range_us: int) -> np.ndarray:
+        """Fitted counts in every bucket from u to the range, and past it (last entry)."""
+        edges = np.arange(0, range_us - self.u + 1, dtype=float)
+        surv = np.exp(self.log_survival(edges, shape, scale))
+        return self.exceedances * np.append(-np.diff(surv), surv[-1])
+
+
+def _log_difference(log_x: float, log_y: float) -> float:
+    """log(x - y) from log x and log y, -inf when y >= x."""
+    if not log_y < log_x:
+        return -math.inf
+    return log_x + math.log(-math.expm1(log_y - log_x)) if log_y > -math.inf else log_x
+
+
+def _pot_threshold(hist: Histogram, tail_fraction: float,
+                   max_exceedances: int) -> tuple[int | None, int]:
+    """u: the latency of the sample ranked ``tail_fraction * samples`` (at most
+    ``max_exceedances``) from the top, so that at least that many samples are u or more
+    (None when that sample overflowed); and that rank."""
+    target = min(max(round(tail_fraction * hist.samples), 1), max_exceedances)
+    return hist.quantile(Fraction(hist.samples - target + 1, hist.samples)), target
+
+
+def tail_estimate(
+    hist: Histogram,
+    threshold_us: float | None,
+    exceedance_probability: float = DEFAULT_EXCEEDANCE_PROBABILITY,
+    *,
+    interval_us: float | None = None,
+    confidence: float = 0.95,
+    tail_fraction: float = 0.01,
+    min_exceedances: int = 50,
+    max_exceedances: int = 20_000,
+) -> TailEstimate:
+    """Fit a GPD to the histogram's samples above its ~99th percentile (binned,
+    overflow-censored likelihood) and estimate:
+
+    * ``probability``: that one wake-up's latency is above ``threshold_us`` (reported in
+      whole µs as cyclictest does, so above means ``>= floor(threshold_us) + 1``), and
+      ``per_hour``: how often that happens in an hour of wake-ups every ``interval_us``;
+    * ``bound_us``: the latency one wake-up exceeds with ``exceedance_probability``, with
+      a profile-likelihood confidence interval at ``confidence``.
+
+    A bound inside the data (``exceedance_probability`` at or above the fraction fitted)
+    is the empirical quantile, with the order-statistics interval.
+    """
+    if not 0 < exceedance_probability < 1:
+        raise ValueError(f"exceedance_probability must be in (0, 1), got "
+                         f"{exceedance_probability}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    n = hist.samples
+    base = TailEstimate(samples=n, observed_max_us=hist.known_max_us, threshold_us=threshold_us,
+                        exceedance_probability=exceedance_probability, confidence=confidence)
+    if n == 0:
+        return attr.evolve(base, warnings=("no samples",))
+    u, target = _pot_threshold(hist, tail_fraction, max_exceedances)
+    if u is None:
+        return attr.evolve(base, warnings=(
+            f"the tail lies past the histogram range: {hist.overflows} of {n} samples are "
+            f">= {hist.range_us} µs, so the {target} largest, which the fit starts from, "
+            "all overflowed; rerun cyclictest with a larger -h",))
+    exceedances = int(hist.counts[u:].sum()) + hist.overflows
+    if exceedances < min_exceedances:
+        return attr.evolve(base, pot_threshold_us=u, tail_samples=exceedances, warnings=(
+            f"too few tail samples ({exceedances}) for a fit: {min_exceedances} needed "
+            f"at or above the {u} µs threshold; run longer",))
+    (buckets,) = np.nonzero(hist.counts[u:])
+    max_us = hist.known_max_us
+    tail = _Tail(
+        u=u, n=n, exceedances=exceedances, lower=buckets.astype(float),
+        counts=hist.counts[u:][buckets].astype(float), overflow_at=float(hist.range_us - u),
+        overflows=hist.overflows,
+        max_at=(float(math.floor(max_us)) - u
+                if hist.overflows and max_us is not None and max_us >= hist.range_us else None),
+    )
+    distinct = buckets.size + (1 if hist.overflows else 0)
+    if distinct < 3:
+        return attr.evolve(base, pot_threshold_us=u, tail_samples=exceedances, warnings=(
+            f"the tail spans only {distinct} distinct latencies above {u} µs: too coarse "
+            "for a fit",))
+    warnings: list[str] = []
+    if hist.overflows * 2 > exceedances:
+        warnings.append(f"{hist.overflows} of the {exceedances} tail samples overflowed the "
+                        f"{hist.range_us} µs histogram: the fit rests mostly on censored data;"
+                        " rerun with a larger -h")
+    shape, scale, best = _fit(tail)
+    if shape >= _SHAPE_BOUNDS[1] - 1e-3 or shape <= _SHAPE_BOUNDS[0] + 1e-3:
+        warnings.append(f"the shape hit its limit (ξ = {shape:.2f}): the fit is unreliable")
+    elif shape > 0.5:
+        warnings.append(f"heavy tail (shape ξ = {shape:.2f} > 0.5): the bound is unreliable")
+    fit_p = _goodness_of_fit(tail, shape, scale, hist.range_us)
+    if fit_p is not None and fit_p < 0.01:
+        warnings.append(f"poor fit: the tail above {u} µs does not follow a generalised "
+                        f"Pareto distribution (chi-square p = {fit_p:.2g})")
+    rate = exceedances / n
+
+    probability = per_hour = None
+    if threshold_us is not None:
+        above = math.floor(threshold_us) + 1
+        if above >= u:
+            probability = rate * float(np.exp(tail.log_survival(above - u, shape, scale)))
+        else:
+            probability = (int(hist.counts[above:].sum()) + hist.overflows) / n
+        if interval_us is not None:
+            per_hour = probability * _US_PER_HOUR / interval_us
+
+    p = exceedance_probability
+    if p >= rate:
+        bound, interval = _empirical_bound(hist, p, confidence)
+    else:
+        bound = u + _gpd_excess(shape, scale, rate / p)
+        interval = _profile_interval(tail, bound, best, rate / p, confidence)
+        if math.isinf(interval[1]):
+            warnings.append("the bound's upper confidence limit is unbounded: the data allow "
+                            "an arbitrarily heavy tail")
+        if 1 / p >= 100 * n:
+            warnings.append(f"the bound extrapolates {1 / (p * n):.0f}× beyond the run's "
+                            f"{n} samples")
+    return attr.evolve(
+        base, pot_threshold_us=u, tail_samples=exceedances, shape=shape, scale_us=scale,
+        probability=probability, per_hour=per_hour, bound_us=bound, bound_ci_us=interval,
+        fit_p_value=fit_p, warnings=tuple(warnings),
+    )
+
+
+def _gpd_excess(shape: float, scale: float, ratio: float) -> float:
+    """The excess over u exceeded with probability 1/ratio within the tail."""
+    log_ratio = math.log(ratio)
+    if abs(shape) < 1e-9:
+        return scale * log_ratio
+    return scale * math.expm1(shape * log_ratio) / shape
+
+
+def _fit(tail: _Tail) -> tuple[float, float, float]:
+    """Maximum likelihood (shape, scale, nll), starting from the exponential fit."""
+    mean_excess = (float(tail.counts @ (tail.lower + 0.5)) + tail.overflows * (
+        tail.max_at if tail.max_at is not None else tail.overflow_at)) / tail.exceedances
+    start_scale = max(mean_excess, 0.5)
+
+    def objective(theta: np.ndarray) -> float:
+        # finite, so that Nelder-Mead's convergence test (differences) stays defined
+        return min(tail.nll(float(theta[0]), math.exp(float(theta[1]))), _IMPOSSIBLE)
+
+    best: optimize.OptimizeResult | None = None
+    # the likelihood can have a second, worse optimum at a bounded tail: two starts
+    for start_shape in (0.1, -0.2):
+        result = optimize.minimize(
+            objective, np.array([start_shape, math.log(start_scale)]), method="Nelder-Mead",
+            bounds=[_SHAPE_BOUNDS, (math.log(1e-3), math.log(1e7))],
+            options={"xatol": 1e-5, "fatol": 1e-7, "maxiter": 2000},
+        )
+        if best is None or result.fun < best.fun:
+            best = result
+    assert best is not None
+    return float(best.x[0]), math.exp(float(best.x[1])), float(best.fun)
+
+
+def _profile_interval(tail: _Tail, bound: float, best: float, ratio: float,
+                      confidence: float) -> tuple[float, float]:
+    """The bounds whose profile likelihood is within chi2(1, confidence)/2 of the best:
+    for a bound x the scale is fixed by x and the shape, and the shape is optimised."""
+    limit = best + sps.chi2.ppf(confidence, 1) / 2
+    log_ratio = math.log(ratio)
+    # the profile is flat in tiny steps of the bound: search in excess over u
+    excess = bound - tail.u
+
+    def profile(x: float) -> float:
+        def nll(shape: float) -> float:
+            tied = (x * shape / math.expm1(shape * log_ratio) if abs(shape) > 1e-9
+                    else x / log_ratio)
+            return tail.nll(shape, tied)
+
+        result = optimize.minimize_scalar(nll, bounds=_SHAPE_BOUNDS, method="bounded",
+                                          options={"xatol": 1e-4})
+        return min(float(result.fun), _IMPOSSIBLE) - limit
+
+    low_end = excess * 1e-6
+    low = optimize.brentq(profile, low_end, excess, xtol=1e-3 * excess) \
+        if profile(low_end) > 0 else low_end
+    high = math.inf
+    step = excess
+    for _ in range(40):
+        if profile(excess + step) > 0:
+            high = optimize.brentq(profile, excess + step / 2 if step > excess else excess,
+                                   excess + step, xtol=1e-3 * excess)
+            break
+        step *= 2
+    return (tail.u + low, tail.u + high)
+
+
+def _empirical_bound(hist: Histogram, p: float, confidence: float) -> tuple[float,
+                                                                         tuple[float, float]]:
+    """The nearest-rank quantile 1 - p, and the order statistics that bracket it with
+    ``confidence`` (binomial, normal approximation); overflows read as inf."""
+    n = hist.samples
+    z = sps.norm.ppf((1 + confidence) / 2)
+    spread = z * math.sqrt(n * p * (1 - p))
+    centre = n * (1 - p)
+
+    def value(rank: float) -> float:
+        bucket = hist.quantile(Fraction(min(max(math.ceil(rank), 1), n), n))
+        return math.inf if bucket is None else float(bucket)
+
+    return value(centre), (value(centre - spread), value(centre + spread))
+
+
+def _goodness_of_fit(tail: _Tail, shape: float, scale: float, range_us: int) -> float | None:
+    """Chi-square p-value of observed against fitted exceedance counts, in up to 10
+    groups of about equal fitted count (each at least 5), the overflows one of them."""
+    expected = tail.expected_counts(shape, scale, range_us)
+    observed = np.zeros_like(expected)
+    observed[(tail.lower).astype(int)] = tail.counts
+    observed[-1] = tail.overflows
+    groups = int(min(10, tail.exceedances // 5))
+    if groups < 4:
+        return None
+    size = max(tail.exceedances / groups, 5.0)
+    # group consecutive buckets; the overflow entry joins the last group if too small
+    cum = np.cumsum(expected)
+    group_of = np.minimum((cum - expected / 2) // size, groups - 1).astype(int)
+    obs = np.bincount(group_of, weights=observed)
+    exp = np.bincount(group_of, weights=expected)
+    keep = exp > 0
+    obs, exp = obs[keep], exp[keep]
+    # a small last group (little fitted mass left past the range) joins the one before
+    while exp.size > 1 and exp[-1] < 5:
+        obs = np.append(obs[:-2], obs[-2:].sum())
+        exp = np.append(exp[:-2], exp[-2:].sum())
+    dof = exp.size - 1 - 2
+    if dof < 1:
+        return None
+    statistic = float(((obs - exp) ** 2 / exp).sum())
+    return float(sps.chi2.sf(statistic, dof))
+
+
+@attr.frozen
+class ExpectedMax:
+    """A run's maximum beside what its tail says the maximum of that many wake-ups should
+    be. The maximum of n wake-ups is itself random: with the fitted tail's exceedance
+    probability p(x) per wake-up, P(max <= x) = (1 - p(x))^n. ``expected_us`` is its
+    median, ``range_us`` the interval 95 % of runs of that length would show (its upper
+    end at the fit's upper confidence limit, so that a tail the data know little about
+    calls nothing an outlier). Shown alone, one wake-up far out reads like a property of
+    the kernel; beside this, it reads as what it is."""
+
+    observed_us: float | None
+    samples: int
+    expected_us: float | None
+    range_us: tuple[float, float] | None
+    chance: float | None
+    """P(a run this long has a maximum at least the observed one), by the fit."""
+    outlier: bool
+    """The observed maximum lies above ``range_us`` and has under 1 % chance."""
+    note: str
+
+    @property
+    def ci_us(self) -> tuple[float, float] | None:
+        return self.range_us
+
+
+# the share of runs of that length whose maximum lies below the range's ends
+_MAX_RANGE = (0.025, 0.975)
+OUTLIER_CHANCE = 0.01
+
+
+def expected_max(hist: Histogram, *, confidence: float = 0.95) -> ExpectedMax:
+    observed = hist.known_max_us
+    n = hist.samples
+    if n < 2:
+        return ExpectedMax(observed, n, None, None, None, False, "no tail: too few wake-ups")
+    # P(max <= x) = q  <=>  p(x) = 1 - q^(1/n)
+    def level(q: float) -> float:
+        return -math.expm1(math.log(q) / n)
+
+    threshold = observed - 1 if observed is not None and observed >= 1 else None
+    median = tail_estimate(hist, threshold, level(0.5), confidence=confidence)
+    if median.bound_us is None:
+        why = median.warnings[0] if median.warnings else "no fit"
+        return ExpectedMax(observed, n, None, None, None, False, f"no tail estimate: {why}")
+    low = tail_estimate(hist, None, level(_MAX_RANGE[0]), confidence=confidence)
+    high = tail_estimate(hist, None, level(_MAX_RANGE[1]), confidence=confidence)
+    assert low.bound_us is not None and high.bound_ci_us is not None
+    span = (float(low.bound_us), float(high.bound_ci_us[1]))
+    chance = None
+    if median.probability is not None:
+        chance = -math.expm1(n * math.log1p(-min(median.probability, 1 - 1e-16)))
+    outlier = (observed is not None and observed > span[1]
+               and chance is not None and chance < OUTLIER_CHANCE)
+    shown = "∞" if math.isinf(span[1]) else f"{span[1]:.0f}"
+    expected = (f"the tail expects {median.bound_us:.0f} µs ({span[0]:.0f}-{shown} in 95 % "
+                f"of runs of {n:.3g} wake-ups)")
+    if observed is None:
+        note = f"max past the histogram; {expected}"
+    elif outlier:
+        note = (f"a single outlier: {expected}; a max of {observed:.0f} µs has a "
+                f"{chance:.2g} chance")
+    else:
+        note = expected
+    return ExpectedMax(observed, n, float(median.bound_us), span, chance, outlier, note)
