@@ -56,10 +56,11 @@ It prints:
   interval (a baseline of 2 runs knows its spread to 1 degree of freedom, whose draws can
   overflow in rtlab.verdict.comparison.compare: such a look is inconclusive).
 
---quick runs few trials (rough figures: about 430 CPU-seconds, a few minutes on 2 cores);
-the full size, about 5,000 CPU-seconds, is meant for 16 workers (``--workers 16``: some 6
-minutes). The last line says the wall time and the workers' CPU time. All figures are
-printed, none asserted.
+--quick runs few trials (rough figures: 8 unchanged and 4 regressed trials per cell,
+about 18 CPU-minutes for the 11 sources: estimated from the run below, not timed). The
+full size (160 and 40) is meant for 16 workers (``--workers 16``); ``--trials 48,12,8,8
+--workers 2`` took 4681 CPU-s, 66 min on 2 cores, 2026-11-26. The last line says the wall
+time and the workers' CPU time. All figures are printed, none asserted.
 
     .venv/bin/python bench/adaptive_quality.py [--quick] [--workers 2] [--cases 16]
 """
