@@ -13,44 +13,7 @@ from labgrid.protocol import PowerProtocol
 from rtlab.lab.pdu import NetworkPDUDriver, PduTimeout
 from rtlab.lab.strategy import RTLabStrategy
 from rtlab.util.errors import PowerError
-
-TIMEOUT_S = 0.5
-# nothing listens there: whatever the stand-in backend does not stand in for fails at once
-PDU_URL = "http://127.0.0.1:9/pdu/{index}/{value}"
-
-
-def env_file(tmp_path: Path, model: str = "simplerest", host: str = PDU_URL,
-             driver: str = f"timeout: {TIMEOUT_S}", strategy: str = "") -> Path:
-    path = tmp_path / "env.yaml"
-    path.write_text(f"""\
-imports:
-  - rtlab.lab
-targets:
-  main:
-    resources:
-      NetworkSerialPort:
-        host: 127.0.0.1
-        port: 9
-      NetworkPowerPort:
-        model: {model}
-        host: '{host}'
-        index: 3
-      VirtualSDMuxDevice:
-        url: http://127.0.0.1:9/sdmux/imx6q-01
-      VirtualMassStorage:
-        path: /nonexistent
-    drivers:
-      NetworkPDUDriver: {{{driver}}}
-      SerialDriver: {{}}
-      ShellDriver:
-        login_prompt: 'login: '
-        username: root
-        prompt: '# '
-      VirtualSDMuxDriver: {{}}
-      VirtualStorageDriver: {{}}
-      RTLabStrategy: {{{strategy}}}
-""")
-    return path
+from tests.pdu_env import PDU_URL, TIMEOUT_S, env_file
 
 
 class Backend:

@@ -13,42 +13,7 @@ from labgrid import Environment
 
 from rtlab.lab.strategy import RTLabStrategy
 from rtlab.util.errors import PowerError
-
-PDU_TIMEOUT_S = 0.5
-# nothing listens there: whatever the fake backend does not stand in for fails at once
-NOWHERE = "http://127.0.0.1:9"
-ENV = f"""\
-imports:
-  - rtlab.lab
-targets:
-  main:
-    resources:
-      NetworkSerialPort:
-        host: 127.0.0.1
-        port: 9
-      NetworkPowerPort:
-        model: simplerest
-        host: '{NOWHERE}/pdu/{{index}}/{{value}}'
-        index: 3
-      VirtualSDMuxDevice:
-        url: {NOWHERE}/sdmux/imx6q-01
-      VirtualMassStorage:
-        path: /nonexistent
-    drivers:
-      NetworkPDUDriver: {{}}
-      SerialDriver: {{}}
-      ShellDriver:
-        login_prompt: 'login: '
-        username: root
-        prompt: '# '
-      VirtualSDMuxDriver: {{}}
-      VirtualStorageDriver: {{}}
-      RTLabStrategy:
-        pdu_timeout: {PDU_TIMEOUT_S}
-        pdu_attempts: 1
-images:
-  sdcard: /nonexistent/sdcard.img
-"""
+from tests.pdu_env import PDU_URL, TIMEOUT_S, env_file
 
 
 class LatePdu:
@@ -65,7 +30,7 @@ class LatePdu:
         self.on_off: list[object] = []
 
     def power_set(self, host: str, port: int | None, index: int, value: bool) -> None:
-        assert (host, port, index) == (f"{NOWHERE}/pdu/{{index}}/{{value}}", None, "3")
+        assert (host, port, index) == (PDU_URL, None, "3")
         if value in self.hold:
             self.hold.discard(value)
             self.released.wait(30)
@@ -82,9 +47,9 @@ class LatePdu:
 # not "strategy": labgrid's pytest plugin claims that fixture name
 @pytest.fixture
 def lab(tmp_path: Path, monkeypatch) -> tuple[RTLabStrategy, "LatePdu"]:
-    env_file = tmp_path / "env.yaml"
-    env_file.write_text(ENV)
-    target = Environment(str(env_file)).get_target("main")
+    path = env_file(tmp_path, driver="",
+                    strategy=f"pdu_timeout: {TIMEOUT_S}, pdu_attempts: 1")
+    target = Environment(str(path)).get_target("main")
     strategy = target.get_driver(RTLabStrategy)
     target.activate(strategy.power)
     pdu = LatePdu()
@@ -125,7 +90,7 @@ def test_an_on_still_unanswered_at_cleanup_is_a_problem_it_reports(lab, caplog):
     started = time.monotonic()
     problems = strategy.cleanup()
     # the "off" waited for the stalled "on", and cleanup waited for it again: bounded
-    assert time.monotonic() - started < 4 * PDU_TIMEOUT_S + 1
+    assert time.monotonic() - started < 4 * TIMEOUT_S + 1
     assert pdu.log[-1][0] == "off"
     [problem] = pdu_problems(problems)
     assert re.fullmatch(r"PDU: a request to power on on outlet 3 is still unanswered after "
@@ -139,7 +104,7 @@ def test_a_new_request_waits_for_the_one_abandoned_before_it(lab, caplog):
     with pytest.raises(PowerError):
         strategy._pdu("on", strategy.power.on)
     # the PDU answers a little after rtlab gave up, before the next request's wait ends
-    threading.Timer(PDU_TIMEOUT_S / 2, pdu.released.set).start()
+    threading.Timer(TIMEOUT_S / 2, pdu.released.set).start()
     strategy._pdu("off", strategy.power.off)
     assert [what for what, _ in pdu.log] == ["on", "off"], "sent only after the late one"
     assert not pdu.on
