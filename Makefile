@@ -25,6 +25,7 @@ bootstrap:
 
 lint: bootstrap
 	$(VENV)/ruff check rtlab tests bench conftest.py
+	$(VENV)/lint-imports
 	$(VENV)/rtlab thresholds check
 	$(VENV)/rtlab env check
 	$(VENV)/rtlab campaign check

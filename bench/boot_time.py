@@ -19,8 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from rtlab.image.boards import BOARD_MODELS, FLAVOURS, board_model
 from rtlab.image.build import build_image
+from rtlab.platform.boards import BOARD_MODELS, FLAVOURS, board_model
 from rtlab.util import paths
 from rtlab.vlab.qemu import qemu_command, read_boot_config
 

@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 from scipy import special
 
+from rtlab.artifacts.record import SCHEMA, write_record
 from rtlab.campaign.spec import Campaign, load_campaign
-from rtlab.verdict.record import SCHEMA, write_record
 
 RANGE_US = 400
 CPUS = 4
@@ -127,7 +127,7 @@ def records(campaign: Campaign, *, duration_s: int, repeat: int, spread: float,
                                   else 0.25 if scenario == "hackbench" else 0.0)
                         busy = UTILISATION[scenario] + rng.normal(0, 0.005)
                         found.append({
-                            "schema": SCHEMA,
+                            "schema": SCHEMA, "kind": "cyclictest",
                             "case": f"tests/target/test_latency.py::test_latency[{scenario}-"
                                     f"{interval}us]",
                             "name": f"{tag}/{variant.name}/{scenario}/{interval}us",
@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
                              "'saves' the report says is a false one)")
     args = parser.parse_args(argv)
     costs = {load: 0 for load in COSTS} if args.no_cost else COSTS
-    from rtlab.report.campaign_page import write_campaign_report
+    from rtlab.campaign.page import write_campaign_report
     from rtlab.store import ingest_folder, open_store
 
     campaign = load_campaign(args.campaign)

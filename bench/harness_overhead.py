@@ -34,10 +34,10 @@ from pathlib import Path
 import attr
 
 from rtlab.image.build import build_image
-from rtlab.lava import daemons, provision
-from rtlab.lava.instance import Instance
 from rtlab.lava.joblog import read_log
 from rtlab.lava.server import Server, server_time
+from rtlab.lavaserver import daemons, provision
+from rtlab.lavaserver.instance import Instance
 from rtlab.util import paths
 from rtlab.vlab import control
 from rtlab.vlab.config import load_config

@@ -98,7 +98,7 @@ def main() -> int:
                 jobs=args.jobs, progress=(lambda msg: print(msg, flush=True))
                 if args.verbose else (lambda msg: None))
             wall = time.monotonic() - started
-            build = result.info["build"]
+            build = result.info.build or {}
             rows.append((case, wall, build["compiled"]["steps"],
                          build["ccache"].get("hits"), build["ccache"].get("misses")))
             print(f"{case}: {wall:.0f} s", flush=True)

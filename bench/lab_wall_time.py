@@ -3,7 +3,7 @@ the type sharing its cases, fixed hour per case against adaptive runs, and with 
 failing mid-run.
 
 No QEMU: each place is a thread that works through the plan with the real scheduling code
-(rtlab.lab.queue on a SQLite results store: claims, a failing place leaving the rest to
+(rtlab.run.queue on a SQLite results store: claims, a failing place leaving the rest to
 the others), and "measures" a case by sleeping its board time on an accelerated clock. A
 fixed case takes the hour; an adaptive case takes what rtlab.verdict.sequential decides on
 simulated windows of the case (bench/adaptive_quality.py's simulation of an unchanged
@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import adaptive_quality as aq  # noqa: E402
 import verdict_quality as vq  # noqa: E402
 
-from rtlab.lab.queue import CaseQueue, leftovers  # noqa: E402
 from rtlab.measure.suite import case_name, load_suite  # noqa: E402
+from rtlab.run.queue import CaseQueue, leftovers  # noqa: E402
 from rtlab.store import open_store  # noqa: E402
 from rtlab.verdict.sequential import SequentialPolicy  # noqa: E402
 

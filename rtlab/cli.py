@@ -7,8 +7,9 @@ import sys
 
 # the packages along the data path, each adding its commands (<package>/cli.py: register)
 # (campaign last: it drives the stages before it, for a study across kernel variants)
-PACKAGES = ("kernel", "image", "lab", "vlab", "lava", "verdict", "store", "report",
-            "campaign")
+# (lavaserver right after lava: it adds `rtlab lava server` to lava's parser)
+PACKAGES = ("kernel", "image", "run", "lab", "vlab", "lava", "lavaserver", "verdict",
+            "tuning", "store", "report", "campaign")
 
 
 def parser() -> argparse.ArgumentParser:

@@ -179,7 +179,39 @@ def _add_rack(parser: argparse.ArgumentParser) -> None:
                              "campaign and the time)")
 
 
+def _campaign_report(args: argparse.Namespace) -> int:
+    from rtlab.campaign.page import write_campaign_report
+    from rtlab.campaign.spec import load_campaign
+    from rtlab.store import open_store
+
+    campaign = load_campaign(args.campaign)
+    store = open_store(args.db)
+    try:
+        written = write_campaign_report(store, campaign, Path(args.out),
+                                        campaign_run=args.campaign_run)
+    finally:
+        store.close()
+    data = written.data
+    outcomes: dict[str, int] = {}
+    for row in data.pairs:
+        for shift in row.shifts:
+            outcomes[shift.outcome] = outcomes.get(shift.outcome, 0) + 1
+    print(f"campaign {campaign.name}, execution {data.campaign_run}: {len(data.cells)} cells "
+          f"on {', '.join(data.boards)}; shifts: "
+          + (", ".join(f"{count} {outcome}" for outcome, count in outcomes.items())
+             or "none compared"))
+    print(f"report:  {written.html} ({len(written.pngs)} figures beside it)")
+    print(f"summary: {written.summary}")
+    print(f"tables:  {written.json}")
+    return 0
+
+
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    # `rtlab report --campaign NAME` (rtlab.report.cli makes the command and its options)
+    report = sub.choices.get("report")
+    if report is None:
+        raise ValueError("rtlab.report.cli registers `rtlab report` before rtlab.campaign")
+    report.set_defaults(campaign_report=_campaign_report)
     campaign = sub.add_parser("campaign", help="studies across kernel variants "
                                                "(campaigns/*.yaml)")
     actions = campaign.add_subparsers(dest="action", required=True)

@@ -39,7 +39,7 @@ class CampaignOutcome:
 def run_campaign(campaign: Campaign, *, out: Path, rack: Rack, virtual: bool,
                  campaign_run: str, db_url: str,
                  progress: Progress = print) -> CampaignOutcome:
-    from rtlab.report.campaign_page import write_campaign_report
+    from rtlab.campaign.page import write_campaign_report
     from rtlab.store import ingest_folder, open_store
 
     started = time.monotonic()

@@ -22,9 +22,9 @@ from typing import Any
 import attr
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
-from rtlab.image.boards import BOARD_MODELS, FLAVOURS
 from rtlab.kernel import spec as kernel_spec
 from rtlab.measure.suite import Suite, load_suite
+from rtlab.platform.boards import BOARD_MODELS, FLAVOURS
 from rtlab.util.paths import REPO_ROOT, repo_display
 from rtlab.util.yamlfile import YamlFileError, line_of, load_yaml
 from rtlab.verdict.thresholds import Thresholds, ThresholdsError, load_thresholds

@@ -1,6 +1,6 @@
 """A campaign through the pipeline's own stages, per board: each variant's kernel
 (:mod:`rtlab.kernel`: built with ccache, or Debian's package), its SD image
-(:mod:`rtlab.image`), and its cases on the rack (:mod:`rtlab.lab.runner`, every healthy
+(:mod:`rtlab.image`), and its cases on the rack (:mod:`rtlab.run.runner`, every healthy
 place of the type sharing them). The functions here only loop over the campaign's
 variants; what each stage does is the stage's own code, as the pipeline's jobs call it.
 
@@ -14,7 +14,6 @@ Everything of one campaign lives under one folder (``--out``, default
 
 import contextlib
 import datetime
-import json
 import os
 import shutil
 import tempfile
@@ -23,9 +22,12 @@ from pathlib import Path
 
 import attr
 
-from rtlab.campaign.identity import RUN_VARIABLE
+from rtlab.artifacts.identity import RUN_VARIABLE
+from rtlab.artifacts.kernel_info import FILE_NAME as KERNEL_INFO
 from rtlab.campaign.spec import Campaign, Variant
-from rtlab.image.build import KERNEL_INFO, build_image, fetch_kernel
+from rtlab.image.build import build_image
+from rtlab.kernel.debian import fetch_kernel
+from rtlab.kernel.provide import stamp_kernel
 from rtlab.util import paths
 
 Progress = Callable[[str], None]
@@ -108,12 +110,9 @@ def _what(variant: Variant) -> str:
 def _stamp(folder: Path, campaign: Campaign, variant: Variant) -> None:
     """kernel.json says which variant of which campaign the kernel is: the image manifest
     and every result record carry it from there."""
-    path = folder / KERNEL_INFO
-    info = json.loads(path.read_text())
-    info["variant"] = variant.identity(campaign.name)
-    info["provided"] = {"action": "build" if variant.debian is None else "debian",
-                        "reason": f"campaign {campaign.name}: variant {variant.name}"}
-    path.write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+    stamp_kernel(folder, action="build" if variant.debian is None else "debian",
+                 reason=f"campaign {campaign.name}: variant {variant.name}",
+                 variant=variant.identity(campaign.name))
 
 
 def build_images(campaign: Campaign, board: str, out: Path,
@@ -173,8 +172,8 @@ def run_tests(campaign: Campaign, board: str, out: Path, rack: Rack, campaign_ru
     """Every variant's cases on ``board`` (a board of kernel/boards.yaml; the places carry
     ``rack.board_prefix + board``), ``campaign.repeat`` times each, each a fresh flash and
     boot; every record carries ``campaign_run``."""
-    from rtlab.lab.runner import RUN_PART_VARIABLE, Selection, run_suite
-    from rtlab.lab.sharing import run_on_boards
+    from rtlab.run.runner import RUN_PART_VARIABLE, Selection, run_suite
+    from rtlab.run.sharing import run_on_boards
 
     tag = f"{rack.board_prefix}{board}"
     measured = []
@@ -216,7 +215,7 @@ def run_tests(campaign: Campaign, board: str, out: Path, rack: Rack, campaign_ru
 def _campaign_run(campaign_run: str) -> Iterator[None]:
     """``$RTLAB_CAMPAIGN_RUN`` for the suites this process starts (their records read it),
     and ``$RTLAB_RUN_PART`` as the loop sets it, both as they were afterwards."""
-    from rtlab.lab.runner import RUN_PART_VARIABLE
+    from rtlab.run.runner import RUN_PART_VARIABLE
 
     saved = {name: os.environ.get(name) for name in (RUN_VARIABLE, RUN_PART_VARIABLE)}
     os.environ[RUN_VARIABLE] = campaign_run

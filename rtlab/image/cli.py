@@ -8,8 +8,8 @@ from rtlab.util import paths
 
 
 def _build(args: argparse.Namespace) -> int:
-    from rtlab.image.boards import BOARD_MODELS, FLAVOURS
     from rtlab.image.build import build_image
+    from rtlab.platform.boards import BOARD_MODELS, FLAVOURS
 
     boards = sorted(BOARD_MODELS) if args.board == "all" else [args.board]
     flavours = list(FLAVOURS) if args.flavour == "all" else [args.flavour]

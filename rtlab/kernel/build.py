@@ -6,7 +6,6 @@ result record made from this kernel carries."""
 
 import datetime
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -20,11 +19,12 @@ from pathlib import Path
 
 import attr
 
-from rtlab.image.build import KERNEL_INFO, KERNEL_INFO_SCHEMA
-from rtlab.image.debian import sha256_file
-from rtlab.kernel import kconfig, spec
+from rtlab.artifacts import kconfig
+from rtlab.artifacts.kernel_info import KernelInfo, write_kernel_info
+from rtlab.kernel import spec
 from rtlab.kernel.config import ConfigResult, configure
 from rtlab.kernel.source import SourceTree, prepare_source
+from rtlab.platform.debian import sha256_file
 from rtlab.util.paths import kernel_cache_dir
 
 Progress = Callable[[str], None]
@@ -51,12 +51,12 @@ class KernelBuildError(RuntimeError):
 class BuildResult:
     folder: Path
     """out/<board>-<flavour>: the image, DTBs, config, modules (if any), kernel.json."""
-    info: dict
+    info: KernelInfo
     """kernel.json as written."""
 
     @property
     def build_seconds(self) -> float:
-        return float(self.info["build"]["build_seconds"])
+        return float((self.info.build or {})["build_seconds"])
 
 
 def default_ccache_dir() -> Path:
@@ -131,13 +131,13 @@ def build_kernel(
         manifest["compiled"] = {"steps": compiled, "objects_in_build_dir": objects}
         info = _kernel_info(board, flavour, DEBIAN_ARCH[board.arch], tree, config,
                             config_text, release, files, manifest)
-        (work / KERNEL_INFO).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+        write_kernel_info(work, info)
         if dest.exists():
             shutil.rmtree(dest)
         work.rename(dest)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    progress(f"{board.name}-{flavour.name}: {release} ({info['preemption']}) built in "
+    progress(f"{board.name}-{flavour.name}: {release} ({info.preemption}) built in "
              f"{build_seconds:.0f} s, ccache {ccache.get('hits')} hits / "
              f"{ccache.get('misses')} misses: {dest}")
     return BuildResult(folder=dest, info=info)
@@ -329,7 +329,7 @@ def _build_manifest(board: spec.KernelBoard, flavour: spec.KernelFlavour,
 
 def _kernel_info(board: spec.KernelBoard, flavour: spec.KernelFlavour, arch: str,
                  tree: SourceTree, config: ConfigResult, config_text: str, release: str,
-                 files: dict, manifest: dict) -> dict:
+                 files: dict, manifest: dict) -> KernelInfo:
     """kernel.json: what ``rtlab image build --kernel`` reads (schema rtlab.kernel/2,
     ``source: build``)."""
     # one hash over everything that goes on the card from here, the command line
@@ -340,21 +340,11 @@ def _kernel_info(board: spec.KernelBoard, flavour: spec.KernelFlavour, arch: str
         if fact is not None:
             digest.update(f"{fact['file']} {fact['sha256']}\n".encode())
     digest.update(f"cmdline {board.full_cmdline}\n".encode())
-    return {
-        "schema": KERNEL_INFO_SCHEMA,
-        "source": "build",
-        "board": board.name,
+    return KernelInfo(
+        source="build", board=board.name,
         # the image's flavour is the one thresholds.yaml judges it by
-        "flavour": flavour.thresholds,
-        "kernel_flavour": flavour.name,
-        "arch": arch,
-        "package": f"linux-image-{release}",
-        "version": f"{tree.version}+rtlab.{config.config_sha256[:12]}",
-        "release": release,
-        "preemption": config.preemption_model,
-        "hz": manifest["hz"],
-        "cmdline": board.full_cmdline,
-        "files": files,
-        "sha256": digest.hexdigest(),
-        "build": manifest,
-    }
+        flavour=flavour.thresholds, kernel_flavour=flavour.name, arch=arch,
+        package=f"linux-image-{release}",
+        version=f"{tree.version}+rtlab.{config.config_sha256[:12]}", release=release,
+        preemption=config.preemption_model, hz=manifest["hz"], cmdline=board.full_cmdline,
+        files=files, sha256=digest.hexdigest(), build=manifest)

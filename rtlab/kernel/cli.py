@@ -15,7 +15,7 @@ def _progress(message: str) -> None:
 
 
 def _fetch(args: argparse.Namespace) -> int:
-    from rtlab.image.build import fetch_kernel
+    from rtlab.kernel.debian import fetch_kernel
 
     fetch_kernel(args.board, args.flavour, debs_dir(), Path(args.out),
                  progress=lambda msg: print(msg, flush=True))
@@ -31,11 +31,11 @@ def _build(args: argparse.Namespace) -> int:
         ccache_dir=Path(args.ccache_dir) if args.ccache_dir else None,
         extra_fragments=[Path(f) for f in args.fragment], jobs=args.jobs or DEFAULT_JOBS,
         verbose=args.verbose, progress=lambda msg: print(msg, flush=True))
-    build = result.info["build"]
-    print(f"{result.folder}: {result.info['release']} {result.info['preemption']}, "
+    build = result.info.build or {}
+    print(f"{result.folder}: {result.info.release} {result.info.preemption}, "
           f"config {build['config_sha256'][:16]}, {build['build_seconds']:.0f} s; image "
-          f"with: rtlab image build --board {result.info['board']} --flavour "
-          f"{result.info['flavour']} --kernel {result.folder}")
+          f"with: rtlab image build --board {result.info.board} --flavour "
+          f"{result.info.flavour} --kernel {result.folder}")
     return 0
 
 

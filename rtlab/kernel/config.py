@@ -16,11 +16,11 @@ from pathlib import Path
 
 import attr
 
-from rtlab.image.debian import sha256_file
-from rtlab.kernel import kconfig
+from rtlab.artifacts import kconfig
 from rtlab.kernel.kconfig_scan import KconfigIndex
 from rtlab.kernel.source import SourceTree
 from rtlab.kernel.spec import KernelBoard, KernelFlavour
+from rtlab.platform.debian import sha256_file
 from rtlab.util.paths import repo_display
 
 Progress = Callable[[str], None]

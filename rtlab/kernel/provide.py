@@ -9,14 +9,13 @@ stage, and why.
   ``kernel`` job's artifacts of that ref on GitLab, when they hold a built kernel of this
   board and flavour (a reused kernel is handed on as an artifact again, so it stays the
   last built one);
-- else **debian**: Debian's kernel package (:func:`rtlab.image.build.fetch_kernel`).
+- else **debian**: Debian's kernel package (:func:`rtlab.kernel.debian.fetch_kernel`).
 
 The base is GitLab's own: a merge request's diff base, a push's previous commit, else the
 default branch's tip (``origin/<default branch>``) when this is another branch. The choice
 and its reason go into ``kernel.json`` (``provided``), and from there into the image
 manifest and every result record of the kernel."""
 
-import json
 import os
 import re
 import shutil
@@ -25,14 +24,22 @@ import tempfile
 import zipfile
 from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 import attr
 
-from rtlab.image.build import KERNEL_INFO, fetch_kernel
+from rtlab.artifacts.kernel_info import FILE_NAME as KERNEL_INFO
+from rtlab.artifacts.kernel_info import (
+    KernelInfo,
+    KernelInfoError,
+    read_kernel_info,
+    write_kernel_info,
+)
 from rtlab.kernel.build import build_kernel
+from rtlab.kernel.debian import fetch_kernel
 from rtlab.kernel.spec import load_flavours
-from rtlab.store.gitlab import JOB_TOKEN_VARIABLE, TOKEN_VARIABLE
 from rtlab.util import paths
+from rtlab.util.gitlab import JOB_TOKEN_VARIABLE, TOKEN_VARIABLE
 from rtlab.util.paths import REPO_ROOT
 
 Progress = Callable[[str], None]
@@ -167,7 +174,7 @@ def fetch_last_built(source: GitLabSource, board: str, flavour: str, dest: Path,
     """The default branch's last built kernel of ``board`` x ``flavour`` into ``dest``;
     None when done, else why not (no such job, its kernel was Debian's, ...). GitLab
     refusing the token is an error, not a reason to fall back."""
-    from rtlab.store.gitlab import Credentials, connect, gitlab_errors
+    from rtlab.util.gitlab import Credentials, connect, gitlab_errors
 
     credentials = Credentials.from_environment()
     job = source.job_name(board, flavour)
@@ -194,38 +201,42 @@ def fetch_last_built(source: GitLabSource, board: str, flavour: str, dest: Path,
                 target = unpacked / PurePosixPath(member.filename).name
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(zipped.read(member))
-        info_path = unpacked / KERNEL_INFO
-        if not info_path.is_file():
+        if not (unpacked / KERNEL_INFO).is_file():
             return f"'{job}' on {source.ref} left no {inner}/{KERNEL_INFO}"
-        info = json.loads(info_path.read_text())
-        if info.get("source") != "build":
-            return (f"'{job}' on {source.ref} handed on {info.get('source')!r}'s kernel "
-                    f"{info.get('package')}, not a built one")
-        if (info.get("board"), info.get("flavour")) != (board, flavour):
-            return (f"'{job}' on {source.ref} holds the kernel of {info.get('board')}-"
-                    f"{info.get('flavour')}")
-        provided = info.get("provided", {})
-        info["provided_before"] = provided
-        (unpacked / KERNEL_INFO).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+        try:
+            info = read_kernel_info(unpacked)
+        except KernelInfoError as error:
+            return f"'{job}' on {source.ref} left a kernel.json this stage cannot use: {error}"
+        if not info.built:
+            return (f"'{job}' on {source.ref} handed on {info.source!r}'s kernel "
+                    f"{info.package}, not a built one")
+        if (info.board, info.flavour) != (board, flavour):
+            return (f"'{job}' on {source.ref} holds the kernel of {info.board}-"
+                    f"{info.flavour}")
+        info = attr.evolve(info, provided_before=info.provided or {})
+        write_kernel_info(unpacked, info)
         if dest.exists():
             shutil.rmtree(dest)
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copytree(unpacked, dest)
-    progress(f"{board}-{flavour}: reused {info.get('release')} built "
-             f"{info.get('build', {}).get('built_at')} from '{job}' on {source.ref}")
+    progress(f"{board}-{flavour}: reused {info.release} built "
+             f"{(info.build or {}).get('built_at')} from '{job}' on {source.ref}")
     return None
 
 
 def _stamp(dest: Path, decision: Decision) -> Path:
-    """Record in kernel.json which kernel this is and why: the image manifest and the
-    result records carry it from there."""
-    path = dest / KERNEL_INFO
-    info = json.loads(path.read_text())
-    info["provided"] = {"action": decision.action, "reason": decision.reason}
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
-    tmp.replace(path)
+    stamp_kernel(dest, action=decision.action, reason=decision.reason)
     return dest
+
+
+def stamp_kernel(folder: Path, *, action: str, reason: str,
+                 variant: Mapping[str, Any] | None = None) -> KernelInfo:
+    """Record in ``folder``'s kernel.json which kernel this is and why (and which
+    campaign variant it is): the image manifest and the result records carry it from
+    there."""
+    info = read_kernel_info(folder).stamped(action=action, reason=reason, variant=variant)
+    write_kernel_info(folder, info)
+    return info
 
 
 def _build_flavour_for(flavour: str) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 import attr
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
-from rtlab.image.debian import sha256_file
+from rtlab.platform.debian import sha256_file
 from rtlab.util.paths import REPO_ROOT
 from rtlab.util.yamlfile import YamlFileError, line_of, load_yaml
 

@@ -22,7 +22,7 @@ CONFIGS_DIR = KERNEL_DIR / "configs"
 
 # the image targets each kernel ARCH can boot from here (the boards' U-Boot loads these)
 IMAGES = {"arm": ("zImage", "uImage", "Image"), "arm64": ("Image", "Image.gz")}
-# the flavours of thresholds.yaml (rtlab.image.boards.FLAVOURS): a kernel is judged by one
+# the flavours of thresholds.yaml (rtlab.platform.boards.FLAVOURS): a kernel is judged by one
 THRESHOLDS_FLAVOURS = ("std", "rt")
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")

@@ -1,127 +1,14 @@
-"""``rtlab run`` (one place through the suite), ``rtlab lab health|check`` (the places'
-health), ``rtlab env check`` (environment and exporter files) and ``rtlab reservation
-release`` (the after_script of a CI test job)."""
+"""``rtlab env check`` (environment and exporter files, and the other files of env/ by
+the package that owns each) and ``rtlab reservation release`` (the after_script of a CI
+test job)."""
 
 import argparse
-import subprocess
 import sys
 from pathlib import Path
 
 from rtlab.lab import reservation
-from rtlab.measure.trace import TRACE_CHOICES, TRACERS
+from rtlab.lab.otherfiles import other_file_check
 from rtlab.util import paths
-
-
-def _boards(text: str) -> int:
-    if text == "":
-        return 1  # a CI variable left empty: the default
-    if text == "all":
-        return 0
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"a number of places (1 or more) or all, got {text!r}")
-    return int(text)
-
-
-def _window(text: str) -> int | None:
-    if text == "":
-        return None  # a CI variable left empty: a fixed run
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"a number of seconds, got {text!r}")
-    return int(text)
-
-
-def _run(args: argparse.Namespace) -> int:
-    from rtlab.lab.runner import Selection, Sharing, run_suite
-    from rtlab.store import default_url
-
-    if args.boards != 1:
-        if args.board is None:
-            raise ValueError("--boards shares a board type's cases among its places: give "
-                             "--board, not --place")
-        if args.plan is not None:
-            raise ValueError("--plan names the plan of one place: give it without --boards")
-        from rtlab.lab.sharing import run_on_boards
-
-        return run_on_boards(_run_argv(args), board=args.board, boards=args.boards,
-                             coordinator=args.coordinator, image=Path(args.image),
-                             out_dir=Path(args.out),
-                             queue=args.queue)
-    sharing = None
-    if args.plan is not None:
-        sharing = Sharing(queue=args.queue or default_url(), plan=args.plan)
-    elif args.queue is not None:
-        raise ValueError("--queue holds a plan's cases: give --plan with it")
-    # an empty value (a CI variable left empty) means the suite's default, like no option
-    selection = Selection(scenarios=args.scenarios or None, intervals=args.intervals or None,
-                          rt_tests=args.rt_tests or None, cases=args.cases or None,
-                          tier=args.tier or None, window_s=args.window,
-                          baseline=args.baseline_db or None,
-                          baseline_ref=args.baseline_ref, pipeline_jobs=args.pipeline_jobs,
-                          suite=Path(args.suite).resolve() if args.suite else None,
-                          thresholds=Path(args.thresholds).resolve() if args.thresholds else None,
-                          trace=args.trace or None, trace_tracer=args.trace_tracer or None,
-                          sharing=sharing)
-    outcome = run_suite(place=args.place, board=args.board, image=Path(args.image),
-                        env_file=Path(args.env), coordinator=args.coordinator,
-                        out_dir=Path(args.out), duration_s=args.duration,
-                        selection=selection, reserve_timeout_s=args.reserve_timeout)
-    if outcome.junit is not None:
-        print(f"JUnit: {outcome.junit}\nresults: {outcome.results}")
-    return outcome.exit_code
-
-
-def _run_argv(args: argparse.Namespace) -> list[str]:
-    """The ``rtlab run`` of one place of a shared plan: these arguments, less --boards."""
-    argv = ["run", "--board", args.board]
-    for option, value in (("--reserve-timeout", args.reserve_timeout), ("--image", args.image),
-                          ("--env", args.env), ("--coordinator", args.coordinator),
-                          ("--out", args.out), ("--duration", args.duration),
-                          ("--scenarios", args.scenarios), ("--intervals", args.intervals),
-                          ("--rt-tests", args.rt_tests), ("--cases", args.cases),
-                          ("--tier", args.tier), ("--window", args.window),
-                          ("--baseline-db", args.baseline_db),
-                          ("--baseline-ref", args.baseline_ref),
-                          ("--pipeline-jobs", args.pipeline_jobs),
-                          ("--suite", args.suite), ("--thresholds", args.thresholds),
-                          ("--trace", args.trace), ("--trace-tracer", args.trace_tracer)):
-        if value is not None:
-            argv += [option, str(value)]
-    return argv
-
-
-def _lab(args: argparse.Namespace) -> int:
-    from rtlab.lab.health import HealthBook, format_health, place_info, shared_health
-
-    book = HealthBook(paths.health_dir())
-    if args.action == "health":
-        states = [book.state(place) for place in args.place] if args.place else book.states()
-        if not states:
-            print(f"no health records in {paths.health_dir()} yet")
-            return 0
-        shared = {}
-        for state in states:
-            try:
-                shared[state.place] = shared_health(place_info(args.coordinator, state.place))
-            except (RuntimeError, OSError, subprocess.SubprocessError) as error:
-                shared[state.place] = None
-                print(f"{state.place}: coordinator {args.coordinator} not asked: {error}",
-                      file=sys.stderr)
-        print(format_health(states, history=args.history, shared=shared), end="")
-        return 0
-    from rtlab.lab.runner import Selection, run_suite
-
-    if len(args.place) != 1 or not args.image:
-        raise ValueError("rtlab lab check needs one --place and --image")
-    place = args.place[0]
-    # a short smoke test: flash, boot, and one short measurement on the idle board
-    outcome = run_suite(place=place, image=Path(args.image), env_file=Path(args.env),
-                        coordinator=args.coordinator, out_dir=Path(args.out),
-                        duration_s=args.duration, label=f"check-{place}", kind="check",
-                        health=book,
-                        selection=Selection(scenarios="idle", intervals="1000",
-                                            rt_tests="none"))
-    print(format_health([book.state(place)]), end="")
-    return 0 if outcome.healthy and outcome.exit_code == 0 else 1
 
 
 def _env_check(args: argparse.Namespace) -> int:
@@ -132,15 +19,9 @@ def _env_check(args: argparse.Namespace) -> int:
          *(paths.REPO_ROOT / "env" / "exporter").glob("*.yaml")])
     problems = []
     for path in files:
-        if path.name == "vlab.yaml":
-            from rtlab.vlab.config import load_config
-
-            load_config(path)  # the rack's own file; refuses with file:line
-            continue
-        if path.name == "lava-server.yaml":
-            from rtlab.lava.instance import load_instance_config
-
-            load_instance_config(path)  # the LAVA instance's file (rtlab lava server)
+        other = other_file_check(path)
+        if other is not None:
+            other(path)  # the owner's reader refuses with file:line
             continue
         check = check_exporter_file if path.parent.name == "exporter" else check_env_file
         problems += check(path)
@@ -167,79 +48,6 @@ def _release_command(args: argparse.Namespace) -> int:
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    run = sub.add_parser("run", help="flash, boot and run the latency suite on one place")
-    where = run.add_mutually_exclusive_group(required=True)
-    where.add_argument("--place", help="this place (reserved by name)")
-    where.add_argument("--board", help="any place with this board tag, e.g. imx6q "
-                                       "(qemu-imx6q on the virtual rack)")
-    run.add_argument("--reserve-timeout", type=float, default=3600,
-                     help="seconds to wait for a free place (default 3600)")
-    run.add_argument("--image", required=True, help="sdcard.img (with .bmap and manifest)")
-    run.add_argument("--env", default=str(paths.REPO_ROOT / "env" / "virtual.yaml"))
-    run.add_argument("--coordinator", default="127.0.0.1:20408")
-    run.add_argument("--out", default="out")
-    run.add_argument("--duration", type=int, default=10, help="seconds per measurement")
-    run.add_argument("--scenarios", help="comma-separated scenarios (default: suite.yaml's)")
-    run.add_argument("--intervals", help="comma-separated intervals in µs (default: all)")
-    run.add_argument("--rt-tests", help="comma-separated other rt-tests, or 'none'")
-    run.add_argument("--cases", help="instead of --scenarios × --intervals and --rt-tests: "
-                                     "comma-separated cases, scenario/interval "
-                                     "(hackbench/100us) or an rt-test (pi_stress)")
-    run.add_argument("--tier", help="instead of --scenarios × --intervals and --rt-tests: a "
-                                    "tier of the suite file (gate: the cases of every push; "
-                                    "full: every case)")
-    run.add_argument("--suite", help="suite file (default: the repository's suite.yaml)")
-    run.add_argument("--thresholds", help="thresholds file (default: thresholds.yaml)")
-    run.add_argument("--trace", choices=TRACE_CHOICES, default=None,
-                     help="keep the kernel's trace of a latency case that breaks its max_us: "
-                          "always, never, or auto (default): where thresholds.yaml sets "
-                          "trace: true, or the series' last stored run failed")
-    run.add_argument("--trace-tracer", choices=TRACERS, default=None,
-                     help="the kernel tracer beside the sched/irq/timer events: nop (default, "
-                          "the events alone) or function (every kernel function: the code "
-                          "path, at a cost; docs/tracing.md)")
-    run.add_argument("--window", type=_window, default=None, metavar="SECONDS",
-                     help="adaptive: each latency case in windows of SECONDS under one "
-                          "running load, stopped when the statistics decide (a limit "
-                          "exceeded, a regression, or no change with the tail safe to the "
-                          "cap); --duration is the cap")
-    run.add_argument("--baseline-db", metavar="URL",
-                     help="the results store holding the baseline runs every latency case "
-                          "is compared with (default: $RTLAB_RESULTS_DB; without one a case "
-                          "runs to the cap and is judged by its limits alone)")
-    run.add_argument("--baseline-ref", help="the baseline's branch (default: "
-                                            "$CI_DEFAULT_BRANCH, else main; '' any)")
-    run.add_argument("--pipeline-jobs", type=int, default=None, metavar="N",
-                     help="how many jobs of the pipeline judge latency cases as this one "
-                          "(default 1): a pipeline of unchanged kernels fails on a false "
-                          "regression with thresholds.yaml's pipeline_false_fail at most, "
-                          "shared over this job's cases times N")
-    run.add_argument("--boards", type=_boards, default=1, metavar="N|all",
-                     help="with --board: run on N healthy places of the type at once (all: "
-                          "every one), sharing the cases, each measured by one place "
-                          "(default 1)")
-    run.add_argument("--plan", help="this place works on the plan PLAN with others (each "
-                                    "case measured by one place; --boards makes one)")
-    run.add_argument("--queue", metavar="URL",
-                     help="the results store holding --plan's cases (default: "
-                          "$RTLAB_RESULTS_DB, else sqlite:///results.db; --boards: a "
-                          "plan.db in --out)")
-    run.set_defaults(func=_run)
-
-    lab = sub.add_parser("lab", help="the places' health")
-    lab.add_argument("action", choices=["health", "check"],
-                     help="health: state and history per place; check: flash + boot + "
-                          "short smoke test, which makes an unhealthy place healthy again")
-    lab.add_argument("--place", action="append", default=[],
-                     help="a place (repeatable; health: default all recorded)")
-    lab.add_argument("--history", action="store_true", help="health: recent events too")
-    lab.add_argument("--image", help="check: the SD image to flash")
-    lab.add_argument("--env", default=str(paths.REPO_ROOT / "env" / "virtual.yaml"))
-    lab.add_argument("--coordinator", default="127.0.0.1:20408")
-    lab.add_argument("--out", default="out")
-    lab.add_argument("--duration", type=int, default=3, help="check: seconds of cyclictest")
-    lab.set_defaults(func=_lab)
-
     env = sub.add_parser("env", help="check labgrid environment and exporter files")
     env.add_argument("action", choices=["check"])
     env.add_argument("files", nargs="*", help="default: env/*.yaml and env/exporter/*.yaml")

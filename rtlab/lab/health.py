@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import attr
 
 from rtlab.lab import client as labgrid_client
-from rtlab.verdict.record import write_atomic
+from rtlab.util.atomic import write_atomic
 
 if TYPE_CHECKING:
     from rtlab.lab.reservation import LabgridClient
@@ -331,7 +331,7 @@ def _entry_from(place: str, data: dict[str, Any]) -> _Entry:
 
 def run_event(place: str, kind: str, exit_code: int,
               records: Iterable[Mapping[str, Any]]) -> HealthEvent:
-    """The health event of a suite run or check from its result records (rtlab.verdict.record):
+    """The health event of a suite run or check from its result records (rtlab.artifacts.record):
     an ``error`` verdict is the board, its console or the lab failing (rtlab.verdict.judge), a
     ``fail`` is a latency fail, and a failed run with no record failed before any case."""
     records = list(records)

@@ -1,5 +1,7 @@
 """``rtlab lava …``: render, validate, submit and fetch LAVA jobs, run a QEMU job here with
-lava-run, and turn a finished job's log into result records and their JUnit report."""
+lava-run, and turn a finished job's log into result records and their JUnit report.
+(``rtlab lava server``, the LAVA instance on this machine, is rtlab.lavaserver.cli's: it
+adds its action to this command's, kept open through rtlab.util.commands.)"""
 
 import argparse
 import io
@@ -11,6 +13,7 @@ from typing import TYPE_CHECKING
 from ruamel.yaml import YAML
 
 from rtlab.util import paths
+from rtlab.util.commands import keep_actions
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -20,6 +23,8 @@ if TYPE_CHECKING:
     from rtlab.verdict.baseline import Baseline
     from rtlab.verdict.case import CasePlan
     from rtlab.verdict.thresholds import Thresholds
+
+    Actions = argparse._SubParsersAction[argparse.ArgumentParser]
 
 DEFAULT_OUT = Path("out") / "lava"
 
@@ -51,7 +56,7 @@ def _render(args: argparse.Namespace) -> int:
     from rtlab.lava.plan import board_model, image_facts, is_virtual, make_plan
     from rtlab.lava.render import boot_files, local_source, render_job, served_source
     from rtlab.measure.suite import load_suite
-    from rtlab.verdict.record import write_atomic
+    from rtlab.util.atomic import write_atomic
 
     model = board_model(args.board)
     image = Path(args.image) if args.image else paths.images_dir() / f"{model.name}-{args.flavour}"
@@ -148,7 +153,7 @@ def _judge(args: argparse.Namespace, definition: str, definition_source: str, lo
 def _fetch(args: argparse.Namespace) -> int:
     from rtlab.lava.records import LavaJob
     from rtlab.lava.server import Server, fetch, never_started
-    from rtlab.verdict.record import write_atomic
+    from rtlab.util.atomic import write_atomic
 
     server = Server.from_environment()
     got = fetch(server, args.job_id, wait_s=args.wait, poll_s=args.poll)
@@ -188,46 +193,6 @@ def _local(args: argparse.Namespace) -> int:
     return _judge(args, job_file.read_text(encoding="utf-8"), str(job_file),
                   run.log.read_text(encoding="utf-8", errors="replace"), str(run.log),
                   LavaJob(job_id=run.job_id, device="lava-run"))
-
-
-def _server(args: argparse.Namespace) -> int:
-    import shlex
-
-    from rtlab.lava import daemons, provision
-    from rtlab.lava.instance import Instance, instance_dir, load_instance_config
-
-    instance = Instance(load_instance_config(Path(args.config) if args.config else None),
-                        instance_dir())
-    if args.action == "setup":
-        changed = provision.setup(instance, progress=print)
-        print(f"LAVA instance in {instance.folder}: "
-              + ("set up" if changed else "set up already, nothing changed"))
-    elif args.action == "start":
-        daemons.start(instance, progress=print)
-        print(f"LAVA server on {instance.config.url} with worker {instance.config.worker} "
-              f"and {len(instance.config.devices)} device(s); logs in {instance.log_dir}; "
-              "for rtlab lava submit|fetch: eval \"$(rtlab lava server env)\"")
-    elif args.action == "stop":
-        stopped = daemons.stop(instance)
-        print(f"stopped: {', '.join(stopped)}" if stopped else "LAVA server not running")
-    elif args.action == "status":
-        print(json.dumps(daemons.status(instance), indent=2))
-    elif args.action == "env":
-        for name, value in instance.client_environment().items():
-            print(f"export {name}={shlex.quote(value)}")
-    else:
-        if not args.arguments:
-            raise ValueError("rtlab lava server manage: give lava-server's manage command, "
-                             "e.g. devices list")
-        provision.check_set_up(instance)
-        # the database for the command, as setup does, when the instance is stopped
-        started = daemons.start_database(instance)
-        try:
-            print(instance.manage(*args.arguments), end="")
-        finally:
-            if started:
-                daemons.stop_database(instance)
-    return 0
 
 
 def _judging_options(command: argparse.ArgumentParser) -> None:
@@ -274,9 +239,11 @@ def _baseline_for(args: argparse.Namespace, plan: "Plan") -> "BaselineFor":
     return find
 
 
-def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def register(sub: "Actions") -> None:
     lava = sub.add_parser("lava", help="labs that run LAVA: the suite as LAVA jobs")
     actions = lava.add_subparsers(dest="action", required=True)
+    # open to rtlab.lavaserver.cli, which adds `rtlab lava server`
+    keep_actions(lava, actions)
 
     render = actions.add_parser("render", help="a LAVA job of the suite for one board and "
                                                "flavour, from jobs/")
@@ -349,19 +316,6 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     records.add_argument("--device", help="the LAVA device that ran it")
     _judging_options(records)
     records.set_defaults(func=_records)
-
-    server = actions.add_parser("server", help="a LAVA server on this machine, on loopback "
-                                               "(env/lava-server.yaml)")
-    server.add_argument("action", choices=["setup", "start", "stop", "status", "env",
-                                           "manage"],
-                        help="setup: make the instance (once; scripts/bootstrap.sh "
-                             "lava-server); start, stop, status: its programs; env: the "
-                             "variables rtlab lava submit|fetch need (eval \"$(…)\"); "
-                             "manage ARGS: lava-server manage ARGS on the instance (its "
-                             "admin, root)")
-    server.add_argument("arguments", nargs=argparse.REMAINDER, help="manage: its arguments")
-    server.add_argument("--config", help="the instance's file (default: env/lava-server.yaml)")
-    server.set_defaults(func=_server)
 
     local = actions.add_parser("local", help="run a QEMU job here with Debian's lava-run "
                                              "(root), then its result records and JUnit")

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rtlab.artifacts.record import ci_context
 from rtlab.lava.joblog import JobLog
 from rtlab.lava.plan import Plan, PlannedCase
 from rtlab.lava.records import LavaJob
@@ -31,7 +32,6 @@ from rtlab.verdict.junit import (
     case_properties,
     xml_text,
 )
-from rtlab.verdict.record import ci_context
 
 ROOT_NAME = "rtlab lava"
 # as many lines of the log as the labgrid path attaches of a console (conftest.py)

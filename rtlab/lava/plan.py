@@ -16,7 +16,6 @@ import attr
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
-from rtlab.image.boards import BOARD_MODELS, BoardModel
 from rtlab.measure.cyclictest import HIST_ON_BOARD, JSON_ON_BOARD, build_command, fifo_from_start
 from rtlab.measure.facts import sysinfo_commands
 from rtlab.measure.loads import LoadPart, make_load
@@ -24,6 +23,7 @@ from rtlab.measure.rttests import TESTS
 from rtlab.measure.rttests.board import RT_JSON_ON_BOARD, BoardRun, board_run, rt_tool_wait_s
 from rtlab.measure.suite import Suite
 from rtlab.measure.sysinfo import cpu_list
+from rtlab.platform.boards import BOARD_MODELS, BoardModel
 
 SCHEMA = "rtlab.lava-plan/1"
 # the job's metadata key that holds the plan (as JSON text: LAVA keeps metadata values

@@ -1,4 +1,4 @@
-"""A finished LAVA job → rtlab result records (schema rtlab.result/2), one per case of its
+"""A finished LAVA job → rtlab result records (rtlab.artifacts.record), one per case of its
 plan, judged as a labgrid run judges them (rtlab.measure.window.judge_window for the loads,
 rtlab.verdict.case, the one judge of a latency case, for the verdict).
 
@@ -17,6 +17,7 @@ from typing import Any
 
 import attr
 
+from rtlab.artifacts.record import RUN_ID_VARIABLE, write_record
 from rtlab.lava.joblog import Evidence, JobLog
 from rtlab.lava.plan import Plan, PlanError, PlannedCase
 from rtlab.lava.render import TEST_NAME
@@ -36,7 +37,6 @@ from rtlab.measure.window import (
 from rtlab.verdict.baseline import Baseline, no_baseline
 from rtlab.verdict.case import CasePlan, plan_case
 from rtlab.verdict.judge import judge_rt_tool, rt_tool_limits
-from rtlab.verdict.record import RUN_ID_VARIABLE, write_record
 from rtlab.verdict.thresholds import Threshold, Thresholds
 
 RUNNER = "lava"
@@ -271,6 +271,7 @@ def job_records(plan: Plan, log: JobLog, job: LavaJob, thresholds: Thresholds,
     for case in plan.cases:
         name = f"{plan.board}/{plan.flavour}/{case.name}"
         facts: dict[str, Any] = {
+            "kind": "rt-test" if case.tool is not None else "cyclictest",
             "name": name, "board": plan.board, "flavour": plan.flavour,
             "place": job.device, "duration_s": plan.duration_s, "image": dict(plan.image),
             "scenario": case.scenario, "loads": {k: dict(v) for k, v in case.loads.items()},
@@ -318,7 +319,7 @@ def _verdict(plan: Plan, case: PlannedCase, log: JobLog, evidence: Evidence,
 
 
 def write_records(folder: Path, records: Sequence[Mapping[str, Any]]) -> list[Path]:
-    """Each record written atomically (rtlab.verdict.record.write_record)."""
+    """Each record written atomically (rtlab.artifacts.record.write_record)."""
     return [write_record(folder, dict(record)) for record in records]
 
 

@@ -18,7 +18,7 @@ import attr
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
-from rtlab.image.manifest import read_image_manifest
+from rtlab.artifacts.manifest import read_image_manifest
 from rtlab.lava import board, templates
 from rtlab.lava.plan import METADATA_KEY, Plan, board_model, is_virtual
 from rtlab.measure.window import LOAD_MARGIN_S, LOADED_SHELL_TIMEOUT_S

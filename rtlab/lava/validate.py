@@ -20,11 +20,11 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError
 
-from rtlab.image.boards import BOARD_MODELS, FLAVOURS
 from rtlab.lava import templates
 from rtlab.lava.plan import VIRTUAL_PREFIX, make_plan
 from rtlab.lava.render import PHYSICAL_TEMPLATES, QEMU_TEMPLATE, BootSource, render_job
 from rtlab.measure.suite import load_suite
+from rtlab.platform.boards import BOARD_MODELS, FLAVOURS
 from rtlab.util.paths import repo_display
 
 SCHEMA_CHECK = Path(__file__).with_name("schema_check.py")

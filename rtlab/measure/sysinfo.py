@@ -6,7 +6,7 @@ from typing import Protocol
 
 import attr
 
-from rtlab.kernel import kconfig
+from rtlab.artifacts import kconfig
 
 # /proc/config.gz needs CONFIG_IKCONFIG_PROC; Debian kernels ship the file in /boot instead
 KERNEL_CONFIG_SOURCES = ("/proc/config.gz", "/boot/config-$(uname -r)")
@@ -34,7 +34,7 @@ class SystemInfo:
     """CPUs the kernel keeps out of general scheduling (``isolcpus=``)."""
     kernel_config_source: str | None
     kernel_config: dict[str, str]
-    """The options of :data:`rtlab.kernel.kconfig.RELEVANT`, when the config could be read."""
+    """The options of :data:`rtlab.artifacts.kconfig.RELEVANT`, when the config could be read."""
 
     def as_dict(self) -> dict[str, object]:
         facts = attr.asdict(self)

@@ -15,10 +15,8 @@ the trace goes to the kernel's ring buffer, whose size bounds what a case can br
 A board whose kernel cannot trace (no tracefs, tracing locked down, the tracer missing) is
 no error: the case runs without the break, and its record says why no trace was possible.
 
-Which cases trace is :func:`choose_trace`'s: never a campaign's (the break would cut the
-window that a comparison of tails needs whole); otherwise as ``--rt-trace always|never``
-says, else thresholds.yaml's ``trace:``, else on in the gate tier and in a re-run of a
-series whose last stored run failed.
+Which cases trace is rtlab.verdict.trace_choice's to say (thresholds.yaml's ``trace:``,
+the tier, the series' last stored verdict).
 """
 
 import base64
@@ -26,28 +24,16 @@ import binascii
 import gzip
 import hashlib
 import math
-import os
 import re
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import attr
 
-if TYPE_CHECKING:
-    from rtlab.verdict.thresholds import TracePolicy
-
 # when a latency case traces: as thresholds.yaml's `trace:`, the tier and the series' last
 # stored verdict say (auto), or every case, or none (`rtlab run --trace`, pytest
-# --rt-trace); a campaign's case never (choose_trace)
+# --rt-trace); a campaign's case never (rtlab.verdict.trace_choice)
 TRACE_CHOICES = ("auto", "always", "never")
-# the suite's tier whose cases trace by default: the pipeline's gate on every push, where
-# a breach is otherwise gone by the time someone looks at it
-GATE_TIER = "gate"
-CAMPAIGN_WHY = ("a campaign case is measured for its whole length: --breaktrace would end "
-                "it at the first breach")
-GATE_WHY = "gate tier: a breach keeps its trace (docs/tracing.md)"
-NOT_ASKED_WHY = ("not asked for: no trace: true in thresholds.yaml, not the gate tier, and "
-                 "no stored run of the series that failed last")
 TRACE_SCRIPT = "/tmp/rtlab-trace.sh"
 TRACE_ON_BOARD = "/tmp/rtlab-trace.txt.gz"
 MARK = "rtlab-trace:"
@@ -129,76 +115,6 @@ def breaktrace_us(max_us: float) -> int:
     if not max_us > 0 or not math.isfinite(max_us):
         raise ValueError(f"max_us must be a positive number of µs, got {max_us!r}")
     return math.ceil(max_us)
-
-
-class TraceChoiceError(ValueError):
-    """A trace asked for where a case must not break: a campaign's ``--rt-trace always``."""
-
-
-def choose_trace(requested: str, policy: "TracePolicy", *, campaign: str | None = None,
-                 tier: str | None = None,
-                 last_failed: Callable[[], str | None] = lambda: None) -> tuple[bool, str]:
-    """Whether a latency case arms the kernel's trace, and with it cyclictest's
-    ``--breaktrace`` at its max_us, and why (the record's ``trace.why``).
-
-    ``requested`` is ``--rt-trace``; ``policy`` thresholds.yaml's ``trace:`` for the case;
-    ``campaign`` the campaign the case belongs to (None: none); ``tier`` the suite tier
-    that named the cases (``--rt-tier``); ``last_failed`` says, when asked, which stored
-    run of the series failed last (None: none did, or no store), so that the store is
-    opened only where nothing before it decided.
-
-    A campaign's case never traces: a break ends its window at the first breach, and the
-    campaign compares variants by tails that only whole windows show, so a run cut there
-    would pass for a full one with a censored tail. ``always`` is refused for one
-    (:class:`TraceChoiceError`) rather than silently not done. Otherwise ``never`` and
-    ``always`` decide, then the nearest thresholds.yaml level that sets ``trace:``, then
-    the gate tier (on), then a re-run of a series whose last stored run failed (on)."""
-    if requested not in TRACE_CHOICES:
-        raise ValueError(f"--rt-trace must be one of {', '.join(TRACE_CHOICES)}, got "
-                         f"{requested!r}")
-    if requested == "never":
-        return False, "--rt-trace never"
-    if campaign is not None:
-        if requested == "always":
-            raise TraceChoiceError(
-                f"--rt-trace always (rtlab run --trace always): {CAMPAIGN_WHY} (campaign "
-                f"{campaign}, docs/tracing.md): give --rt-trace auto or never")
-        return False, CAMPAIGN_WHY
-    if requested == "always":
-        return True, "--rt-trace always"
-    if policy.source is not None:
-        return policy.enabled, f"trace: {str(policy.enabled).lower()} ({policy.source})"
-    if tier == GATE_TIER:
-        return True, GATE_WHY
-    failed = last_failed()
-    if failed is not None:
-        return True, f"a re-run: the series' last stored run failed ({failed})"
-    return False, NOT_ASKED_WHY
-
-
-def last_failed_run(url: str | None, *, board: str, flavour: str, scenario: str,
-                    interval_us: int, ref: str | None) -> str | None:
-    """The series' last stored measured run (on ``ref``; None: anywhere), as "run key,
-    start", when it failed; None when it passed, there is none, or there is no store
-    (``url``, else ``$RTLAB_RESULTS_DB``)."""
-    # the store's modules (SQLAlchemy, alembic) only where a case looks into it: they are
-    # half a second of every run's start
-    from rtlab.store import URL_VARIABLE, open_store
-    from rtlab.store.query import last_measured
-
-    url = url or os.environ.get(URL_VARIABLE)
-    if not url:
-        return None
-    store = open_store(url)
-    try:
-        with store.session() as session:
-            last = last_measured(session, board=board, flavour=flavour, scenario=scenario,
-                                 interval_us=interval_us, ref=ref)
-    finally:
-        store.close()
-    if last is None or last.verdict != "fail":
-        return None
-    return f"{last.run_key}, {last.started:%Y-%m-%d %H:%M}"
 
 
 def board_script(settings: TraceSettings) -> str:

@@ -12,19 +12,21 @@ from typing import Any
 
 import pytest
 
+from rtlab.artifacts.manifest import image_manifest_for
+from rtlab.artifacts.record import KINDS, write_record
 from rtlab.measure.trace import TRACE_CHOICES, TRACERS
 from rtlab.pytestplugin.record import (
     CaseRecord,
     artifact_path,
     attachment_line,
     case_record,
-    image_manifest_for,
 )
 from rtlab.util.errors import InfrastructureError
 from rtlab.util.paths import REPO_ROOT
 from rtlab.verdict.baseline import NEWEST_RUNS
-from rtlab.verdict.record import write_record
 
+# what a case runs (its record's kind): @pytest.mark.rtlab_kind("cyclictest")
+KIND_MARKER = "rtlab_kind"
 RECORD_KEY = pytest.StashKey[CaseRecord]()
 CONSOLE_ATTACHED_KEY = pytest.StashKey[bool]()
 WRITTEN_KEY = pytest.StashKey[bool]()
@@ -111,17 +113,38 @@ def case_artifact(request: pytest.FixtureRequest, record: CaseRecord,
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """`rtlab run` stops the suite with SIGINT (rtlab.lab.runner). A launcher that ignores
-    SIGINT in its background jobs (a non-interactive shell's ``cmd &``) passes that on, and
-    Python then never raises KeyboardInterrupt: a cancelled case ran on to a pass. The
-    on-board suite takes SIGINT whatever it inherited."""
+    """The marker that says what a case runs; and: `rtlab run` stops the suite with
+    SIGINT (rtlab.run.runner). A launcher that ignores SIGINT in its background jobs (a
+    non-interactive shell's ``cmd &``) passes that on, and Python then never raises
+    KeyboardInterrupt: a cancelled case ran on to a pass. The on-board suite takes SIGINT
+    whatever it inherited."""
+    config.addinivalue_line("markers", f"{KIND_MARKER}(kind): what the case runs, one of "
+                            f"{', '.join(KINDS)}: its result record's kind")
     if config.option.rt_results and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every case that writes a record says what it runs: a record must say its kind,
+    and a case that could not write one would be lost from the history."""
+    if not config.option.rt_results:
+        return
+    for item in items:
+        if _kind(item) is None:
+            raise pytest.UsageError(
+                f"{item.nodeid}: no @pytest.mark.{KIND_MARKER}(kind) with kind one of "
+                f"{', '.join(KINDS)}: its result record could not say what it ran")
+
+
+def _kind(item: pytest.Item) -> str | None:
+    marker = item.get_closest_marker(KIND_MARKER)
+    kind = marker.args[0] if marker is not None and marker.args else None
+    return kind if kind in KINDS else None
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    item.stash[RECORD_KEY] = case_record(item.nodeid)
+    item.stash[RECORD_KEY] = case_record(item.nodeid, kind=_kind(item))
 
 
 @pytest.hookimpl(wrapper=True)

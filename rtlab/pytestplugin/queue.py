@@ -1,4 +1,4 @@
-"""The on-board suite as one of several places sharing a plan (rtlab.lab.queue): each test
+"""The on-board suite as one of several places sharing a plan (rtlab.run.queue): each test
 case runs only if this place claims it first; the others leave neither a JUnit case nor a
 record here, because another board measures them. After a case ends in an infrastructure
 error, this place leaves the rest to the others while one of them is still working.
@@ -17,7 +17,7 @@ from rtlab.measure.suite import case_name
 from rtlab.pytestplugin.hooks import RECORD_KEY
 
 if TYPE_CHECKING:
-    from rtlab.lab.queue import CaseQueue  # noqa: F401 - QUEUE_KEY's type
+    from rtlab.run.queue import CaseQueue  # noqa: F401 - QUEUE_KEY's type
 
 QUEUE_KEY = pytest.StashKey["CaseQueue"]()
 CLAIMED_KEY = pytest.StashKey[str]()
@@ -41,7 +41,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("a shared plan needs --rt-queue, --rt-plan and LG_PLACE")
     # imported only for a shared plan: the results store's imports (SQLAlchemy, alembic)
     # are half a second of every run's start
-    from rtlab.lab.queue import CaseQueue  # noqa: F401 - QUEUE_KEY's type
+    from rtlab.run.queue import CaseQueue  # noqa: F401 - QUEUE_KEY's type
     from rtlab.store import open_store
 
     config.stash[QUEUE_KEY] = CaseQueue(open_store(url), plan, place)

@@ -9,8 +9,7 @@ from typing import Any
 import attr
 import pytest
 
-from rtlab.image.manifest import read_image_manifest
-from rtlab.verdict.record import record_file_name
+from rtlab.artifacts.record import record_file_name
 
 
 @attr.define
@@ -19,6 +18,8 @@ class CaseRecord:
 
     case: str
     started: str
+    kind: str | None = None
+    """What the case runs (rtlab.artifacts.record.KINDS), from its marker."""
     finished: str | None = None
     verdict: str = "pass"
     message: str = ""
@@ -43,6 +44,7 @@ class CaseRecord:
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "kind": self.kind,
             "case": self.case,
             "started": self.started,
             "finished": self.finished,
@@ -84,16 +86,6 @@ def attachment_line(path: Path) -> str:
     return f"[[ATTACHMENT|{job_path(path)}]]"
 
 
-def case_record(nodeid: str) -> CaseRecord:
-    return CaseRecord(case=nodeid, started=datetime.datetime.now(datetime.UTC).isoformat())
-
-
-def image_manifest_for(image: str | None) -> dict[str, Any]:
-    """The manifest written beside an SD image by ``rtlab image build`` (empty if the image
-    came from elsewhere: its facts are then read from the board alone)."""
-    if not image:
-        return {}
-    path = Path(image).with_name("manifest.json")
-    if not path.exists():
-        return {}
-    return read_image_manifest(path)
+def case_record(nodeid: str, *, kind: str | None = None) -> CaseRecord:
+    return CaseRecord(case=nodeid, kind=kind,
+                      started=datetime.datetime.now(datetime.UTC).isoformat())

@@ -13,7 +13,7 @@ from rtlab.report.pool import parallel_map
 from rtlab.report.selection import Selection
 from rtlab.report.summary import markdown
 from rtlab.store import Store
-from rtlab.verdict.record import write_atomic
+from rtlab.util.atomic import write_atomic
 
 HTML_NAME = "report.html"
 # the figures' file name prefixes (plots.KINDS, without importing matplotlib)

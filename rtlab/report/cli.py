@@ -22,38 +22,18 @@ def _report_link(out_dir: Path) -> str | None:
     return f"{job_url}/artifacts/file/{relative.as_posix()}"
 
 
-def _campaign_report(args: argparse.Namespace) -> int:
-    from rtlab.campaign.spec import load_campaign
-    from rtlab.report.campaign_page import write_campaign_report
-
-    campaign = load_campaign(args.campaign)
-    store = open_store(args.db)
-    try:
-        written = write_campaign_report(store, campaign, Path(args.out),
-                                        campaign_run=args.campaign_run)
-    finally:
-        store.close()
-    data = written.data
-    outcomes: dict[str, int] = {}
-    for row in data.pairs:
-        for shift in row.shifts:
-            outcomes[shift.outcome] = outcomes.get(shift.outcome, 0) + 1
-    print(f"campaign {campaign.name}, execution {data.campaign_run}: {len(data.cells)} cells "
-          f"on {', '.join(data.boards)}; shifts: "
-          + (", ".join(f"{count} {outcome}" for outcome, count in outcomes.items())
-             or "none compared"))
-    print(f"report:  {written.html} ({len(written.pngs)} figures beside it)")
-    print(f"summary: {written.summary}")
-    print(f"tables:  {written.json}")
-    return 0
-
-
 def _report(args: argparse.Namespace) -> int:
     from rtlab.report.build import write_report
     from rtlab.report.data import group_name
 
     if args.campaign:
-        return _campaign_report(args)
+        # the campaign's report is rtlab.campaign's (it reads the campaign's file); its
+        # register hands the report command this function
+        campaign_report = getattr(args, "campaign_report", None)
+        if campaign_report is None:
+            raise ValueError("--campaign: no campaign report here (rtlab.campaign.cli's "
+                             "register adds it)")
+        return campaign_report(args)
     if args.campaign_run:
         raise ValueError("--campaign-run names an execution of a campaign: give --campaign")
 

@@ -5,15 +5,8 @@ import os
 from pathlib import Path
 
 from rtlab.store import DEFAULT_URL, URL_VARIABLE, ingest_paths, open_store
-from rtlab.store.gitlab import (
-    DEFAULT_JOB_PATTERN,
-    DEFAULT_STAGE,
-    JOB_TOKEN_VARIABLE,
-    TOKEN_VARIABLE,
-    Credentials,
-    default_out,
-    pull,
-)
+from rtlab.store.gitlab import DEFAULT_JOB_PATTERN, DEFAULT_STAGE, default_out, pull
+from rtlab.util.gitlab import JOB_TOKEN_VARIABLE, TOKEN_VARIABLE, Credentials
 
 
 def _ingest(args: argparse.Namespace) -> int:

@@ -16,6 +16,7 @@ import attr
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
+from rtlab.artifacts.record import SCHEMA, ResultRecord, load_record, record_file_name
 from rtlab.store.junit import SOURCE as JUNIT_SOURCE
 from rtlab.store.junit import (
     JUnitCase,
@@ -27,7 +28,6 @@ from rtlab.store.junit import (
     record_file_of,
 )
 from rtlab.store.models import Case, CaseThreshold, CpuResult, Run, pack_counts
-from rtlab.verdict.record import SCHEMA, read_record, record_file_name
 
 UNKNOWN = "unknown"
 PERCENTILE_COLUMNS = {"p50": "p50_us", "p99": "p99_us", "p99_9": "p99_9_us",
@@ -60,7 +60,7 @@ class IngestReport:
 class Inputs:
     """What one ingest reads: result records and JUnit suites, each checked."""
 
-    records: list[dict[str, Any]]
+    records: list[ResultRecord]
     junit: list[JUnitSuite]
 
 
@@ -79,7 +79,7 @@ def run_key(record: Mapping[str, Any]) -> str:
 
 
 def _visible(path: Path, folder: Path) -> bool:
-    # dot files and folders are writers' temporary ones (rtlab.verdict.record.write_atomic, a
+    # dot files and folders are writers' temporary ones (rtlab.util.atomic.write_atomic, a
     # pull's download in progress)
     return not any(part.startswith(".") for part in path.relative_to(folder).parts)
 
@@ -96,13 +96,13 @@ def _other_document(path: Path) -> bool:
     return isinstance(schema, str) and schema.split("/")[0] != SCHEMA.split("/")[0]
 
 
-def read_folder(folder: Path) -> list[dict[str, Any]]:
+def read_folder(folder: Path) -> list[ResultRecord]:
     """Every record under ``folder`` (recursively: pipeline artifacts nest them), each
     checked; a garbled one refuses the whole folder with its file:line. JSON files of
     another schema are passed over."""
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder}: no such folder of result records")
-    return [read_record(path) for path in sorted(folder.rglob("*.json"))
+    return [load_record(path) for path in sorted(folder.rglob("*.json"))
             if _visible(path, folder) and not _other_document(path)]
 
 
@@ -110,7 +110,7 @@ def read_inputs(paths: Sequence[Path]) -> Inputs:
     """Records (``*.json``) and JUnit files (``*.xml``) from folders (recursively; XML
     files that are not JUnit are passed over) and files given by name. Anything garbled
     refuses the whole ingest, with its file:line."""
-    records: list[dict[str, Any]] = []
+    records: list[ResultRecord] = []
     junit: list[JUnitSuite] = []
     for path in paths:
         if path.is_dir():
@@ -120,7 +120,7 @@ def read_inputs(paths: Sequence[Path]) -> Inputs:
         elif not path.exists():
             raise FileNotFoundError(f"{path}: no such file or folder of results")
         elif path.suffix == ".json":
-            records.append(read_record(path))
+            records.append(load_record(path))
         elif path.suffix == ".xml":
             junit += read_junit(path)
         else:
@@ -129,7 +129,7 @@ def read_inputs(paths: Sequence[Path]) -> Inputs:
     return Inputs(records, junit)
 
 
-def ingest(session: Session, records: Iterable[Mapping[str, Any]],
+def ingest(session: Session, records: Iterable[ResultRecord],
            junit: Iterable[JUnitSuite] = ()) -> IngestReport:
     """Add the records' cases that the store does not hold yet, then the JUnit test cases
     that no record (of this ingest or stored) tells of. The caller commits (or rolls
@@ -137,7 +137,7 @@ def ingest(session: Session, records: Iterable[Mapping[str, Any]],
     now = datetime.datetime.now(datetime.UTC)
     records = list(records)
     added, already, swapped, runs = _add(session, records, now)
-    from_junit: list[dict[str, Any]] = []
+    from_junit: list[ResultRecord] = []
     told = 0
     for suite in junit:
         claimed: set[int] = set()
@@ -158,32 +158,32 @@ def ingest(session: Session, records: Iterable[Mapping[str, Any]],
                         tuple(dict.fromkeys(runs + junit_runs)), junit_added, told, replaced)
 
 
-def _add(session: Session, records: Iterable[Mapping[str, Any]],
+def _add(session: Session, records: Iterable[ResultRecord],
          now: datetime.datetime) -> tuple[int, int, int, tuple[str, ...]]:
     """Add the records' cases the store does not hold: (added, already stored, stand-ins
     replaced, run keys)."""
-    by_run: dict[str, list[Mapping[str, Any]]] = {}
+    by_run: dict[str, list[ResultRecord]] = {}
     for record in records:
-        by_run.setdefault(run_key(record), []).append(record)
+        by_run.setdefault(run_key(record.document), []).append(record)
     added = already = replaced = 0
     for key, run_records in by_run.items():
         run = session.scalars(select(Run).where(Run.run_key == key)).one_or_none()
         if run is None:
-            run = _new_run(key, run_records, now)
+            run = _new_run(key, [r.document for r in run_records], now)
             session.add(run)
             stored: dict[tuple[str, datetime.datetime], Case | None] = {}
         else:
             stored = {(case.name, _utc(case.started)): case for case in run.cases}
         for record in run_records:
-            started = _time(record["started"])
-            identity = (_name(record), started)
+            started = _time(record.started)
+            identity = (_name(record.document), started)
             if identity in stored:
                 held = stored[identity]
                 # the stand-in JUnit gave this very case (same run, name and start: a
                 # runner that builds its JUnit from its records) goes, and the record
                 # comes in; anything else with that identity is this record, stored before
                 if (held is None or record.get("source") == JUNIT_SOURCE
-                        or not _stands_in_for(held.record, record, started)):
+                        or not _stands_in_for(held.record, record.document, started)):
                     already += 1
                     continue
                 run.cases.remove(held)
@@ -193,8 +193,8 @@ def _add(session: Session, records: Iterable[Mapping[str, Any]],
             stored[identity] = None
             run.cases.append(_case(record, run))
             added += 1
-        starts = [_time(r["started"]) for r in run_records]
-        ends = [_time(r["finished"]) for r in run_records if r.get("finished")]
+        starts = [_time(r.started) for r in run_records]
+        ends = [_time(r.finished) for r in run_records if r.finished]
         run.started = min([_utc(run.started), *starts]) if run.started else min(starts)
         if ends:
             run.finished = max([_utc(run.finished), *ends]) if run.finished else max(ends)
@@ -256,12 +256,12 @@ def _stored_case(session: Session, suite: JUnitSuite, case: JUnitCase, claimed: 
 _STAND_IN_WINDOW = datetime.timedelta(hours=1)
 
 
-def _drop_stand_ins(session: Session, records: Sequence[Mapping[str, Any]]) -> int:
+def _drop_stand_ins(session: Session, records: Sequence[ResultRecord]) -> int:
     """Delete the cases stored from JUnit alone whose records have come after all (the
     JUnit file was ingested first): the record replaces its stand-in, so that the order
     of ingests does not matter."""
     dropped = 0
-    for record in records:
+    for record in (r.document for r in records):
         # JUnit names every case it stands in for by board and flavour
         if (record.get("source") == JUNIT_SOURCE or not record.get("board")
                 or not record.get("flavour")):
@@ -341,27 +341,21 @@ def _name(record: Mapping[str, Any]) -> str:
     return str(record.get("name") or record["case"])
 
 
-def _kind(record: Mapping[str, Any], name: str) -> str:
-    if "functional" in record:
-        return "functional"
-    if "threads" in record:
-        return "rt-test"
-    if "cpus" in record or record.get("interval_us") is not None:
-        return "cyclictest"
-    parts = name.split("/")
-    if len(parts) == 4:
-        return "cyclictest"
-    return "rt-test" if len(parts) == 3 else UNKNOWN
+def _kind(record: ResultRecord) -> str:
+    # the store files an rt-test judged by what it proves apart from those judged by
+    # latency (tuning and trends leave them out)
+    return "functional" if record.kind == "rt-test" and record.functional else record.kind
 
 
-def _case(record: Mapping[str, Any], run: Run) -> Case:
+def _case(typed: ResultRecord, run: Run) -> Case:
+    record = typed.document
     name = _name(record)
     parts = name.split("/")
     case = Case(
         name=name, node_id=str(record["case"]),
         board=record.get("board") or run.board, flavour=record.get("flavour") or run.flavour,
         scenario=record.get("scenario") or (parts[2] if len(parts) >= 3 else None),
-        interval_us=record.get("interval_us"), kind=_kind(record, name),
+        interval_us=record.get("interval_us"), kind=_kind(typed),
         verdict=record["verdict"], message=record.get("message", ""),
         started=_time(record["started"]),
         finished=_time(record["finished"]) if record.get("finished") else None,

@@ -17,7 +17,7 @@ from xml.parsers import expat
 
 import attr
 
-from rtlab.verdict.record import CI_VARIABLES
+from rtlab.artifacts.record import CI_VARIABLES, ResultRecord, record_of
 
 SOURCE = "junit"
 ROOTS = ("testsuites", "testsuite")
@@ -261,7 +261,7 @@ def ci_variables(suite: JUnitSuite, case: JUnitCase) -> dict[str, str]:
 
 def run_key(suite: JUnitSuite, case: JUnitCase) -> str:
     """The run a JUnit-only case belongs to, in the form ``rtlab run`` gives its records'
-    run id (``rtlab.lab.runner.run_id``) where JUnit says enough: a run id recorded as a
+    run id (``rtlab.run.runner.run_id``) where JUnit says enough: a run id recorded as a
     property; the CI job (and place); else the file's name and the suite's start, which
     no other run shares (its name rather than its whole path: a pulled artifact is the
     same run wherever it is unpacked)."""
@@ -277,7 +277,7 @@ def run_key(suite: JUnitSuite, case: JUnitCase) -> str:
     return f"junit:{suite.path.name}:{suite.name}:{stamp}"
 
 
-def case_record(suite: JUnitSuite, case: JUnitCase) -> dict[str, Any]:
+def case_record(suite: JUnitSuite, case: JUnitCase) -> ResultRecord:
     """A test case that has no result record, as a record-shaped dict: verdict, message,
     the figures its properties carry, board and flavour from its name. Raises
     :class:`JUnitError` for a case the store could not file (no board and flavour in its
@@ -297,6 +297,8 @@ def case_record(suite: JUnitSuite, case: JUnitCase) -> dict[str, Any]:
     record: dict[str, Any] = {
         "source": SOURCE, "run_id": run_key(suite, case),
         "case": f"{case.classname}::{case.name}" if case.classname else case.name,
+        # the name's shape is how JUnit says what a case ran (rtlab.pytestplugin.junit)
+        "kind": "cyclictest" if len(parts) == 4 else "rt-test",
         "name": case.name, "board": parts[0], "flavour": parts[1], "scenario": parts[2],
         "interval_us": int(interval.group(1)) if interval else None,
         "place": suite.place, "verdict": case.verdict, "message": case.message,
@@ -317,7 +319,7 @@ def case_record(suite: JUnitSuite, case: JUnitCase) -> dict[str, Any]:
     inversions = _number(case.properties.get("inversions"))
     if inversions is not None:
         record["functional"] = {"inversions": int(inversions)}
-    return record
+    return record_of(record)
 
 
 def _number(text: str | None) -> float | None:

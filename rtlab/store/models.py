@@ -176,7 +176,7 @@ class QueuedCase(Base):
     ``rtlab run --boards N``) that any place of the plan may measure: ``queued`` until one
     claims it, ``claimed`` while its place measures it, ``done`` with the verdict. The
     claim is one conditional UPDATE, so that two places never measure one case
-    (rtlab.lab.queue)."""
+    (rtlab.run.queue)."""
 
     __tablename__ = "queued_cases"
     __table_args__ = (UniqueConstraint("plan", "name", name="uq_queued_cases_plan_name"),)

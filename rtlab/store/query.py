@@ -2,6 +2,7 @@
 newest last, as plain values that reports, statistics and threshold tuning work on."""
 
 import datetime
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -350,3 +351,25 @@ def last_measured(session: Session, *, board: str, flavour: str, scenario: str,
         if (row.scenario, row.interval_us) == (scenario, interval_us):
             return row
     return None
+
+
+def last_failed_run(url: str | None, *, board: str, flavour: str, scenario: str,
+                    interval_us: int, ref: str | None) -> str | None:
+    """The series' last stored measured run (on ``ref``; None: anywhere), as "run key,
+    start", when it failed; None when it passed, there is none, or there is no store
+    (``url``, else ``$RTLAB_RESULTS_DB``)."""
+    from rtlab.store import URL_VARIABLE, open_store
+
+    url = url or os.environ.get(URL_VARIABLE)
+    if not url:
+        return None
+    store = open_store(url)
+    try:
+        with store.session() as session:
+            last = last_measured(session, board=board, flavour=flavour, scenario=scenario,
+                                 interval_us=interval_us, ref=ref)
+    finally:
+        store.close()
+    if last is None or last.verdict != "fail":
+        return None
+    return f"{last.run_key}, {last.started:%Y-%m-%d %H:%M}"

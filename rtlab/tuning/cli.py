@@ -23,6 +23,7 @@ from rtlab.tuning.publish import (
     credentials_from_environment,
     publish,
 )
+from rtlab.util.commands import actions_of
 from rtlab.util.paths import REPO_ROOT
 from rtlab.verdict.thresholds import ThresholdsError, load_thresholds
 
@@ -186,9 +187,10 @@ def _common(parser: argparse.ArgumentParser, *names: str) -> None:
                                                     "date (ISO, UTC unless it says)")
 
 
-def register(actions: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     """Add ``suggest``, ``replay`` and ``propose`` to the ``rtlab thresholds``
-    sub-commands."""
+    sub-commands (rtlab.verdict.cli makes the command)."""
+    actions = actions_of(sub, "thresholds")
     command = actions.add_parser(
         "suggest", help="propose limits from the results store and write them into the "
                         "thresholds file (comments and layout kept)",

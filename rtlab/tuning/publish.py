@@ -28,9 +28,9 @@ from urllib.parse import urlsplit
 
 import attr
 
-from rtlab.store.gitlab import Credentials, GitLabError, connect, gitlab_errors
 from rtlab.tuning import gitbranch
 from rtlab.tuning.proposal import Proposal, fingerprint_in
+from rtlab.util.gitlab import Credentials, GitLabError, connect, gitlab_errors
 
 TOKEN_VARIABLE = "RTLAB_TUNE_TOKEN"
 DEFAULT_BRANCH = "rtlab/tune-thresholds"

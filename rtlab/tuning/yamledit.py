@@ -16,7 +16,7 @@ from ruamel.yaml.scalarstring import FoldedScalarString
 
 from rtlab.measure.suite import Suite
 from rtlab.tuning.evidence import Series
-from rtlab.verdict.record import write_atomic
+from rtlab.util.atomic import write_atomic
 from rtlab.verdict.thresholds import METRICS, ThresholdsError, load_thresholds
 
 # wrap written reasons like the hand-written ones

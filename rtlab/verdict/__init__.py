@@ -1,5 +1,5 @@
-"""From figures to a verdict: the gate's limits, the statistics beside it, the judges every
-runner shares, and the result record that keeps it all.
+"""From figures to a verdict: the gate's limits, the statistics beside it, and the judges
+every runner shares (the result record that keeps it all is rtlab.artifacts.record).
 
 - :mod:`.thresholds`  ``thresholds.yaml``: load, validate, look up, judge
 - :mod:`.histogram`   one CPU's cyclictest histogram: percentiles, clipping, merging
@@ -10,6 +10,6 @@ runner shares, and the result record that keeps it all.
 - :mod:`.baseline`    which stored runs may stand as a case's baseline
 - :mod:`.sequential`  when a case measured in windows has been measured long enough
 - :mod:`.judge`       the limits on what a case measured, and an rt-test judged
-- :mod:`.record`      the result record (``rtlab.result/2``): read, write atomically
+- :mod:`.trace_choice`  which latency cases arm the kernel's trace, and why
 - :mod:`.cli`         ``rtlab thresholds check|show`` (suggest|replay: :mod:`rtlab.tuning`)
 """

@@ -1,12 +1,13 @@
 """``rtlab thresholds …``: ``check`` validates the gate and ``show`` prints the limits a
 board gets with the line each came from, so a reviewer sees what a change to the file
-really moves; ``suggest`` and ``replay`` are :mod:`rtlab.tuning`'s (its ``register``)."""
+really moves; ``suggest`` and ``replay`` are :mod:`rtlab.tuning`'s (its ``register`` adds them)."""
 
 import argparse
 from pathlib import Path
 
 from rtlab.measure.suite import load_suite
 from rtlab.util import paths
+from rtlab.util.commands import keep_actions
 from rtlab.verdict.thresholds import METRICS, Thresholds, format_us, load_thresholds
 
 
@@ -96,7 +97,5 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
             command.add_argument("--flavour", help="only this flavour")
             command.add_argument("--scenario", help="only this scenario")
             command.add_argument("--interval", type=int, help="only this interval (µs)")
-    # tuning's commands are the gate's too: rtlab thresholds suggest|replay
-    from rtlab.tuning.cli import register as register_tuning
-
-    register_tuning(threshold_actions)
+    # tuning's commands are the gate's too: rtlab thresholds suggest|replay (rtlab.tuning.cli)
+    keep_actions(thresholds, threshold_actions)

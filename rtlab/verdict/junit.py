@@ -5,7 +5,7 @@ of the tests/target module that runs that kind of case; ``pass`` bare, ``fail`` 
 ``skipped`` a ``<skipped>`` with the reason; the headline figures and the record's path
 (``result_record``) as properties. Used where records come from elsewhere than pytest: a
 LAVA job (rtlab.lava.junit), the cases of a shared plan no place measured
-(rtlab.lab.runner). The store takes a test case that names its record as told by that
+(rtlab.run.runner). The store takes a test case that names its record as told by that
 record, so records and JUnit in one folder add each case once."""
 
 import re
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rtlab.verdict.record import write_atomic
+from rtlab.util.atomic import write_atomic
 
 # the classnames of tests/target's test cases (pytest's JUnit names them by module): a
 # LAVA job runs the same cases, and GitLab groups a report's cases by classname
@@ -85,7 +85,7 @@ def add_verdict(element: ET.Element, verdict: str, message: str) -> None:
 
 
 def write_junit(path: Path, root: ET.Element) -> None:
-    """Atomically (rtlab.verdict.record.write_atomic): a runner killed while writing leaves the
+    """Atomically (rtlab.util.atomic.write_atomic): a runner killed while writing leaves the
     previous file or none, never half a report."""
     ET.indent(root)
     write_atomic(path, ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n")

@@ -6,6 +6,7 @@ import asyncio
 import logging
 from pathlib import Path
 
+from rtlab.lab.otherfiles import register_check
 from rtlab.util import paths
 
 
@@ -71,7 +72,14 @@ def _demo(args: argparse.Namespace) -> int:
     return run_demo(out_dir=Path(args.out), duration_s=args.duration, full=args.full)
 
 
+def _check_config(path: Path) -> None:
+    from rtlab.vlab.config import load_config
+
+    load_config(path)  # the rack's own file; refuses with file:line
+
+
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    register_check("vlab.yaml", _check_config)
     vlab = sub.add_parser("vlab", help="the virtual rack")
     vlab_sub = vlab.add_subparsers(dest="action", required=True)
     for action, what in (("start", "start the rack in the background"),

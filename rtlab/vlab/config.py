@@ -7,7 +7,7 @@ from typing import Any
 
 import attr
 
-from rtlab.image.boards import BOARD_MODELS, GATEWAY, STREAM_PORT
+from rtlab.platform.boards import BOARD_MODELS, GATEWAY, STREAM_PORT
 from rtlab.util.yamlfile import YamlFileError, line_of, load_yaml
 
 LOOPBACK = "127.0.0.1"

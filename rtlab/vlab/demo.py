@@ -6,9 +6,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rtlab.image.boards import FLAVOURS
 from rtlab.image.build import build_image
-from rtlab.lab.runner import Selection, run_suite
+from rtlab.platform.boards import FLAVOURS
+from rtlab.run.runner import Selection, run_suite
 from rtlab.util import paths
 from rtlab.vlab import control
 from rtlab.vlab.config import load_config

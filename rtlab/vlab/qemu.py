@@ -15,7 +15,7 @@ from pathlib import Path, PurePosixPath
 
 import attrs
 
-from rtlab.image.boards import GATEWAY, GUEST_ADDRESS, GUEST_PREFIX, STREAM_PORT, BoardModel
+from rtlab.platform.boards import GATEWAY, GUEST_ADDRESS, GUEST_PREFIX, STREAM_PORT, BoardModel
 
 SECTOR = 512
 _FAT_TYPES = {0x01, 0x04, 0x06, 0x0B, 0x0C, 0x0E, 0xEF}

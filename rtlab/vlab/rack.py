@@ -11,7 +11,7 @@ from pathlib import Path
 
 import attrs
 
-from rtlab.image.boards import board_model
+from rtlab.platform.boards import board_model
 from rtlab.vlab.config import VirtualBoard
 from rtlab.vlab.faults import CloseWriteWatch, ConsoleWatch, Fault, FaultPlan, corrupt
 from rtlab.vlab.qemu import BootConfigError, qemu_command, read_boot_config

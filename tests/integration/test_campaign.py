@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from rtlab.measure.trace import CAMPAIGN_WHY
-from rtlab.report.campaign import comparison_seed
+from rtlab.campaign.report import comparison_seed
 from rtlab.util.paths import REPO_ROOT
 from rtlab.verdict.comparison import quantile_name
 from rtlab.verdict.histogram import Histogram
+from rtlab.verdict.trace_choice import CAMPAIGN_WHY
 from rtlab.verdict.variants import compare_variants
 from tests.markdown_table import table
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from rtlab.artifacts.record import read_record
 from rtlab.cli import main
 from rtlab.lava.joblog import read_log
 from rtlab.store import ingest_paths, open_store
-from rtlab.verdict.record import read_record
 
 pytestmark = pytest.mark.lava
 

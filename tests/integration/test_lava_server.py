@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
+from rtlab.artifacts.record import read_record
 from rtlab.cli import main
-from rtlab.lava import daemons, provision
-from rtlab.lava.instance import Instance
 from rtlab.lava.joblog import read_log
 from rtlab.lava.server import Server
-from rtlab.verdict.record import read_record
+from rtlab.lavaserver import daemons, provision
+from rtlab.lavaserver.instance import Instance, installed_version
 
 pytestmark = pytest.mark.lava
 
@@ -35,7 +35,7 @@ DEVICE = "qemu-imx6q-01"
 def lava_server():
     if os.geteuid() != 0:
         pytest.skip("the LAVA instance runs as root (its worker runs lava-run)")
-    if provision.installed_version() is None:
+    if installed_version() is None:
         pytest.fail("lava-server is missing: scripts/bootstrap.sh lava-server installs it")
     instance = Instance.default()
     provision.setup(instance)

@@ -177,7 +177,7 @@ def test_a_non_rt_kernel_against_rt_thresholds_fails_on_the_latency_gate(
         return out.getvalue()
 
     pipeline_times.commit_change(clone, "kernel: the rt build loses PREEMPT_RT", {
-        "rtlab/image/boards.py": stock_kernel_for_rt, "thresholds.yaml": rt_limit})
+        "rtlab/platform/boards.py": stock_kernel_for_rt, "thresholds.yaml": rt_limit})
 
     result = run(clone, rack_variables, "test: [imx6q,rt]")
 

@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
+from rtlab.artifacts.record import write_record
 from rtlab.lab.health import ERRORS_TAG_KEY, TAG_KEY
 from rtlab.measure.window import MARK
 from rtlab.util.paths import REPO_ROOT
-from rtlab.verdict.record import write_record
 from rtlab.vlab import control
 
 pytestmark = pytest.mark.vlab

@@ -11,8 +11,8 @@ from labgrid.driver.exception import ExecutionError
 from labgrid.exceptions import NoResourceFoundError
 from labgrid.resource.remote import RemotePlace
 
-from rtlab.campaign.identity import RUN_VARIABLE as CAMPAIGN_RUN_VARIABLE
-from rtlab.image.manifest import series_flavour
+from rtlab.artifacts.identity import RUN_VARIABLE as CAMPAIGN_RUN_VARIABLE
+from rtlab.artifacts.manifest import series_flavour
 from rtlab.lab.strategy import caused_by
 from rtlab.measure.facts import FactsError, read_system_info_at_once
 from rtlab.measure.loads import HostTraffic
@@ -283,14 +283,15 @@ def pipeline_cases(request) -> int:
 @pytest.fixture
 def trace_choice(request, board_name, flavour, thresholds_flavour, thresholds, image_manifest):
     """``trace_choice(scenario, interval_us)`` → (trace it?, why), as
-    rtlab.measure.trace.choose_trace decides: never for a campaign's case (--rt-trace
+    rtlab.verdict.trace_choice.choose_trace decides: never for a campaign's case (--rt-trace
     always is refused there: a UsageError); else --rt-trace always or never; else
     thresholds.yaml's ``trace:`` where a level sets it; else on in the gate tier
     (--rt-tier gate), and where the series' last stored run (on this branch,
     $CI_COMMIT_REF_NAME; anywhere outside CI) failed: the re-run of a failing case brings
     its trace back."""
-    from rtlab.campaign.identity import campaign_of
-    from rtlab.measure.trace import TraceChoiceError, choose_trace, last_failed_run
+    from rtlab.artifacts.identity import campaign_of
+    from rtlab.store.query import last_failed_run
+    from rtlab.verdict.trace_choice import TraceChoiceError, choose_trace
 
     option = request.config.option
     campaign = campaign_of(image_manifest, os.environ)

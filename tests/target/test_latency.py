@@ -15,6 +15,8 @@ from rtlab.pytestplugin.record import job_path
 from rtlab.util.errors import InfrastructureError
 from rtlab.verdict.case import plan_case
 
+pytestmark = pytest.mark.rtlab_kind("cyclictest")
+
 
 @pytest.fixture
 def measurement(request, begin_case, board_name, thresholds_flavour, thresholds, record,

@@ -17,6 +17,8 @@ from rtlab.measure.window import ProgramFailed, run_window
 from rtlab.util.errors import InfrastructureError
 from rtlab.verdict.judge import judge_rt_tool, rt_tool_limits
 
+pytestmark = pytest.mark.rtlab_kind("rt-test")
+
 
 @pytest.fixture
 def rt_run(request, begin_case, board_name, thresholds_flavour, thresholds, record, suite,

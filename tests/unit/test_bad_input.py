@@ -10,18 +10,17 @@ from types import SimpleNamespace
 import pytest
 from aiohttp import web
 
-from rtlab.image.boards import board_model
-from rtlab.image.manifest import read_image_manifest
+from rtlab.artifacts.manifest import image_manifest_for, read_image_manifest
+from rtlab.artifacts.record import SCHEMA, read_record, write_record
 from rtlab.lab.envfile import check_env_file, check_exporter_file
 from rtlab.measure.loads import DiskLoad, HostTraffic, NetworkLoad
 from rtlab.measure.suite import SuiteFileError, load_suite
 from rtlab.measure.window import StartedLoad, window_script
-from rtlab.pytestplugin.record import image_manifest_for
+from rtlab.platform.boards import board_model
 from rtlab.util.jsonfile import JsonFileError
 from rtlab.util.paths import REPO_ROOT
 from rtlab.util.yamlfile import YamlFileError
 from rtlab.verdict.cli import show
-from rtlab.verdict.record import SCHEMA, read_record, write_record
 from rtlab.verdict.thresholds import ThresholdsError, load_thresholds
 from rtlab.vlab.config import load_config
 from rtlab.vlab.server import VirtualRack
@@ -182,7 +181,7 @@ def good_record() -> dict:
                       "max_us": 90},
                      {"cpu": 1, "thread": 1, "samples": 0, "min_us": None, "avg_us": None,
                       "max_us": None, "no_wakeup": True}],
-            "ci": {}}
+            "ci": {}, "kind": "cyclictest"}
 
 
 def test_a_written_record_reads_back(tmp_path):
@@ -204,8 +203,9 @@ def test_record_with_an_unknown_verdict_names_file_line_and_the_valid_ones(tmp_p
 
 
 @pytest.mark.parametrize(("change", "expected"), [
-    (lambda r: r.update(schema="rtlab.result/1"),
-     ":2: result record schema 'rtlab.result/1', expected 'rtlab.result/2'"),
+    (lambda r: r.update(schema="rtlab.result/9"),
+     ":2: result record schema 'rtlab.result/9', expected one of rtlab.result/1, "
+     "rtlab.result/2, rtlab.result/3"),
     (lambda r: r.pop("case"), ":1: result record lacks 'case' (expected a string)"),
     (lambda r: r.update(message=None), ":7: result record 'message' must be a string, got "
                                        "null"),

@@ -1,17 +1,17 @@
 """A campaign run whose window was cut short (cyclictest's --breaktrace at a breach, a break
 armed with an unknown outcome, an adaptive run stopped before its cap) never counts as a
 whole run: the campaign report leaves it out of the figures and of compare_variants, and
-names it with its maximum and why (rtlab.report.campaign.cut_short)."""
+names it with its maximum and why (rtlab.campaign.report.cut_short)."""
 
 import json
 
 import pytest
 
-from rtlab.report.campaign import collect, comparison_seed, cut_short, markdown
-from rtlab.report.campaign_page import write_campaign_report
+from rtlab.artifacts.record import write_record
+from rtlab.campaign.page import write_campaign_report
+from rtlab.campaign.report import collect, comparison_seed, cut_short, markdown
 from rtlab.store import ingest_folder, open_store
 from rtlab.verdict.histogram import Histogram
-from rtlab.verdict.record import write_record
 from rtlab.verdict.variants import compare_variants
 from tests.markdown_table import table
 from tests.synthetic_campaign import small_hardening, synthetic

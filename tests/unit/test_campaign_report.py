@@ -11,12 +11,12 @@ from html.parser import HTMLParser
 import pytest
 
 from rtlab import cli
-from rtlab.report.campaign import collect, comparison_seed, markdown
-from rtlab.report.campaign_page import write_campaign_report
+from rtlab.artifacts.record import write_record
+from rtlab.campaign.page import write_campaign_report
+from rtlab.campaign.report import collect, comparison_seed, markdown
 from rtlab.store import ingest_folder, open_store
 from rtlab.store.models import Run
 from rtlab.verdict.histogram import Histogram
-from rtlab.verdict.record import write_record
 from rtlab.verdict.variants import COSTS, NO_MEASURABLE_CHANGE, compare_variants
 from tests.markdown_table import table
 from tests.synthetic_campaign import small_hardening, synthetic

@@ -8,18 +8,27 @@ from pathlib import Path
 
 import pytest
 
+from rtlab.artifacts.identity import RUN_VARIABLE
+from rtlab.artifacts.kernel_info import FILE_NAME as KERNEL_INFO
+from rtlab.artifacts.kernel_info import KernelInfo, write_kernel_info
 from rtlab.campaign import stages
-from rtlab.campaign.identity import RUN_VARIABLE
 from rtlab.campaign.spec import load_campaign
-from rtlab.image.build import KERNEL_INFO, KernelArtifact
 from rtlab.kernel.build import BuildResult
+from rtlab.kernel.debian import KernelArtifact
 from rtlab.kernel.spec import fragment_path
 
 
-def fake_kernel(folder: Path, **info) -> Path:
+def fake_kernel(folder: Path, **facts) -> tuple[Path, KernelInfo]:
+    """A kernel folder with a kernel.json that says what its source needs (the files are
+    not there: nothing here builds an image)."""
     folder.mkdir(parents=True)
-    (folder / KERNEL_INFO).write_text(json.dumps({"schema": "rtlab.kernel/2", **info}))
-    return folder
+    built = facts["source"] == "build"
+    info = KernelInfo(package="linux-image-6.12-rt", version="6.12-1", sha256="0" * 64,
+                      **({"release": "6.12-rt", "cmdline": "console=ttymxc1", "files": {},
+                          "build": {}} if built else {"deb": "x.deb"}),
+                      **facts)
+    write_kernel_info(folder, info)
+    return folder, info
 
 
 @pytest.fixture
@@ -29,15 +38,15 @@ def calls(monkeypatch):
 
     def fetch(board, flavour, cache, out, progress):
         seen.append(("debian", board, flavour))
-        folder = fake_kernel(out / f"{board}-{flavour}", board=board, flavour=flavour,
-                             source="debian")
-        return KernelArtifact(folder=folder, deb=folder / "x.deb", info={})
+        folder, info = fake_kernel(out / f"{board}-{flavour}", board=board, flavour=flavour,
+                                   source="debian")
+        return KernelArtifact(folder=folder, deb=folder / "x.deb", info=info)
 
     def build(board, flavour, out, *, build_dir=None, extra_fragments=(), progress=print):
         seen.append(("build", board, flavour, build_dir, tuple(extra_fragments)))
-        folder = fake_kernel(out / f"{board}-{flavour}", board=board, flavour="rt",
-                             kernel_flavour=flavour, source="build")
-        return BuildResult(folder=folder, info={})
+        folder, info = fake_kernel(out / f"{board}-{flavour}", board=board, flavour="rt",
+                                   kernel_flavour=flavour, source="build")
+        return BuildResult(folder=folder, info=info)
 
     monkeypatch.setattr(stages, "fetch_kernel", fetch)
     monkeypatch.setattr("rtlab.kernel.build.build_kernel", build)
@@ -147,7 +156,7 @@ def test_the_after_script_finds_every_state_file_below_a_campaigns_test_folder(t
 def test_every_run_of_a_campaigns_ci_job_is_a_run_of_its_own(monkeypatch, tmp_path):
     """One CI job measures every variant and repeat on its board: without a part of their
     own their records would be one run in the store (one image, one kernel)."""
-    from rtlab.lab import runner
+    from rtlab.run import runner
 
     monkeypatch.setenv("CI_PIPELINE_ID", "77")
     monkeypatch.setenv("CI_JOB_ID", "901")

@@ -1,4 +1,4 @@
-"""rtlab.lab.queue: the cases of a plan shared by places, on SQLite and PostgreSQL: each
+"""rtlab.run.queue: the cases of a plan shared by places, on SQLite and PostgreSQL: each
 case is taken by exactly one place, even by processes racing for it; a failing place
 leaves the rest to the others unless it is the last; what nobody finished is named."""
 
@@ -6,7 +6,7 @@ import multiprocessing
 
 import pytest
 
-from rtlab.lab.queue import CaseQueue, leftovers, measured_by, still_queued, stopped_workers
+from rtlab.run.queue import CaseQueue, leftovers, measured_by, still_queued, stopped_workers
 from rtlab.store import open_store
 
 pytest_plugins = ["tests.pg"]

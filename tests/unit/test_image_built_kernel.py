@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from rtlab.artifacts.kernel_info import read_kernel_info
+from rtlab.artifacts.manifest import SCHEMA_VERSION, read_image_manifest
 from rtlab.image import build as image
-from rtlab.image.boards import BOARD_MODELS
-from rtlab.image.debian import DebPackage
-from rtlab.image.manifest import read_image_manifest
+from rtlab.image import rootfs
+from rtlab.platform.boards import BOARD_MODELS
+from rtlab.platform.debian import DebPackage
 
 RELEASE = "6.12.100-rt15"
 MODEL = BOARD_MODELS["imx6q"]
@@ -41,7 +43,7 @@ def built_kernel(folder: Path, *, board: str = "imx6q", flavour: str = "rt") -> 
         return {"file": name, "sha256": sha(contents[name]), "size": len(contents[name])}
 
     info = {
-        "schema": image.KERNEL_INFO_SCHEMA, "source": "build", "board": board,
+        "schema": "rtlab.kernel/2", "source": "build", "board": board,
         "flavour": flavour, "kernel_flavour": "preempt-rt", "arch": "armhf",
         "package": f"linux-image-{RELEASE}", "version": "6.12.100-rt15+rtlab.0123",
         "release": RELEASE, "preemption": "PREEMPT_RT", "hz": 100,
@@ -52,14 +54,14 @@ def built_kernel(folder: Path, *, board: str = "imx6q", flavour: str = "rt") -> 
         "sha256": "a" * 64,
         "build": {"config_sha256": sha(contents["config"]), "fragments": []},
     }
-    (folder / image.KERNEL_INFO).write_text(json.dumps(info))
+    (folder / "kernel.json").write_text(json.dumps(info))
     return info
 
 
 def test_a_built_kernel_is_read_and_its_files_checked(tmp_path):
     built_kernel(tmp_path)
     info = image._read_kernel_info(tmp_path, "imx6q", "rt")
-    assert info["source"] == "build"
+    assert info.source == "build" and info.built
 
     with pytest.raises(image.ImageError, match="imx6q-preempt-rt .judged as rt., not of "
                                                "imx6q-std"):
@@ -73,47 +75,49 @@ def test_a_built_kernel_is_read_and_its_files_checked(tmp_path):
 def test_a_debian_kernel_json_of_schema_1_is_still_read(tmp_path):
     deb = tmp_path / "linux-image.deb"
     deb.write_bytes(b"deb")
-    (tmp_path / image.KERNEL_INFO).write_text(json.dumps({
+    (tmp_path / "kernel.json").write_text(json.dumps({
         "schema": "rtlab.kernel/1", "board": "imx6q", "flavour": "rt",
         "package": "linux-image-6.1.0-1-rt-armmp", "version": "6.1.1-1", "deb": deb.name,
         "sha256": sha(b"deb")}))
-    assert image._read_kernel_info(tmp_path, "imx6q", "rt")["source"] == "debian"
+    assert image._read_kernel_info(tmp_path, "imx6q", "rt").source == "debian"
 
 
 def test_built_in_drivers_count_as_present(tmp_path):
-    info = built_kernel(tmp_path / "kernel")
+    built_kernel(tmp_path / "kernel")
     work = tmp_path / "work"
+    info = read_kernel_info(tmp_path / "kernel")
     kernel = image._lay_out_built_kernel(tmp_path / "kernel", info, MODEL, work / "kernel")
     assert (kernel.root / "boot" / f"vmlinuz-{RELEASE}").read_bytes() == b"zimage"
     assert (kernel.root / "usr/lib" / f"linux-image-{RELEASE}" / MODEL.dtb).read_bytes() \
         == b"dtb"
     assert (kernel.root / "boot" / f"config-{RELEASE}").is_file()
 
-    builder = image._Builder(MODEL, "rt", None, work, lambda _: None)  # type: ignore[arg-type]
-    for folder in ("etc/rtlab", f"lib/modules/{RELEASE}"):  # as _make_rootfs leaves them
+    builder = rootfs.RootfsBuilder(MODEL, "rt", None, work / "rootfs", work / "boot")  # type: ignore[arg-type]
+    for folder in ("etc/rtlab", f"lib/modules/{RELEASE}"):  # as make_rootfs leaves them
         (builder.rootfs / folder).mkdir(parents=True)
-    modules, builtin = builder._install_modules(kernel, RELEASE)
+    modules, builtin = builder.install_modules(kernel, RELEASE)
     assert modules == []
-    assert builtin == [image._module_name(m) for m in MODEL.modules]
+    assert builtin == [rootfs._module_name(m) for m in MODEL.modules]
     # /init skips comment lines: nothing to insmod, and the image says why
     listed = (builder.rootfs / "etc/rtlab/modules").read_text().splitlines()
     assert all(line.startswith("# built in: ") for line in listed), listed
 
 
 def test_a_module_neither_built_nor_built_in_is_an_error(tmp_path):
-    info = built_kernel(tmp_path / "kernel")
+    built_kernel(tmp_path / "kernel")
     (tmp_path / "kernel/modules.builtin").write_text("kernel/fs/ext4/ext4.ko\n")
     work = tmp_path / "work"
+    info = read_kernel_info(tmp_path / "kernel")
     kernel = image._lay_out_built_kernel(tmp_path / "kernel", info, MODEL, work / "kernel")
-    builder = image._Builder(MODEL, "rt", None, work, lambda _: None)  # type: ignore[arg-type]
-    for folder in ("etc/rtlab", f"lib/modules/{RELEASE}"):  # as _make_rootfs leaves them
+    builder = rootfs.RootfsBuilder(MODEL, "rt", None, work / "rootfs", work / "boot")  # type: ignore[arg-type]
+    for folder in ("etc/rtlab", f"lib/modules/{RELEASE}"):  # as make_rootfs leaves them
         (builder.rootfs / folder).mkdir(parents=True)
     with pytest.raises(image.ImageError, match="gpio_mxc .wanted by board imx6q. is not in"):
-        builder._install_modules(kernel, RELEASE)
+        builder.install_modules(kernel, RELEASE)
 
 
 def test_the_manifest_reader_checks_the_kernel_source(tmp_path):
-    manifest = {"schema": image.SCHEMA_VERSION, "image_id": "0123456789abcdef",
+    manifest = {"schema": SCHEMA_VERSION, "image_id": "0123456789abcdef",
                 "board": "imx6q", "flavour": "rt",
                 "kernel": {"package": "p", "version": "v", "release": RELEASE,
                            "source": "build", "build": {"config_sha256": "c"}},
@@ -143,7 +147,8 @@ def test_kernel_packages_of_a_built_kernel_are_not_asked_of_apt():
 
 def test_debpackage_shape_is_what_the_builder_expects(tmp_path):
     # the builder reads name, version and root of the laid-out kernel
-    info = built_kernel(tmp_path / "kernel")
+    built_kernel(tmp_path / "kernel")
+    info = read_kernel_info(tmp_path / "kernel")
     kernel = image._lay_out_built_kernel(tmp_path / "kernel", info, MODEL, tmp_path / "k")
     assert isinstance(kernel, DebPackage)
     assert kernel.name.removeprefix("linux-image-") == RELEASE

@@ -1,11 +1,11 @@
-"""rtlab.kernel.kconfig: options of a kernel .config, its preemption model, and the pattern of the
-options that are grepped on the board."""
+"""rtlab.artifacts.kconfig: options of a kernel .config, its preemption model, and the
+pattern of the options that are grepped on the board."""
 
 import subprocess
 
 import pytest
 
-from rtlab.kernel.kconfig import RELEVANT, options, preemption_model
+from rtlab.artifacts.kconfig import RELEVANT, options, preemption_model
 
 # excerpt of a 6.1 armhf .config (stock kernel): comments, unset options, strings, numbers
 STD_CONFIG = """\

@@ -114,8 +114,11 @@ def test_an_unknown_policy_lists_the_valid_ones():
 def kernel_artifacts(board: str, flavour: str, source: str = "build") -> bytes:
     info = {"schema": "rtlab.kernel/2", "source": source, "board": board,
             "flavour": flavour, "package": "linux-image-6.12.100-rt15", "release":
-            "6.12.100-rt15", "build": {"built_at": "2026-11-20T10:00:00+00:00"},
-            "provided": {"action": "build", "reason": "kernel/ changed"}}
+            "6.12.100-rt15", "version": "6.12.100-rt15+rtlab.0123", "sha256": "0" * 64,
+            "provided": {"action": "build", "reason": "kernel/ changed"},
+            **({"build": {"built_at": "2026-11-20T10:00:00+00:00"}, "cmdline": "console=x",
+                "files": {"image": {"file": "zImage"}}} if source == "build"
+               else {"deb": "linux-image.deb"})}
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         folder = f"out/kernel/{board}-{flavour}"
@@ -228,7 +231,10 @@ def test_provide_falls_back_to_debian_when_main_built_nothing(gitlab, repo, tmp_
         fetched.append((board, flavour))
         folder = out_dir / f"{board}-{flavour}"
         folder.mkdir(parents=True)
-        (folder / "kernel.json").write_text(json.dumps({"source": "debian"}))
+        (folder / "kernel.json").write_text(json.dumps({
+            "schema": "rtlab.kernel/2", "source": "debian", "board": board,
+            "flavour": flavour, "package": "linux-image-6.12.0-rt-armmp", "version": "1",
+            "deb": "linux-image.deb", "sha256": "0" * 64}))
 
     monkeypatch.setattr(provide_module, "fetch_kernel", fake_fetch)
     env = {"CI_SERVER_URL": gitlab.url, "CI_PROJECT_ID": "7", "CI_DEFAULT_BRANCH": "main",

@@ -11,7 +11,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from rtlab.verdict.record import read_record
+from rtlab.artifacts.record import read_record
 
 # a report big enough that writing it takes a while, so the kill lands during the write
 CASES = 3000
@@ -73,11 +73,12 @@ def test_result_records_killed_mid_write_are_whole_or_absent(tmp_path):
     writer = textwrap.dedent(f"""
         import sys
         from pathlib import Path
-        from rtlab.verdict.record import write_record
+        from rtlab.artifacts.record import write_record
 
         folder = Path({str(results)!r})
         for n in range(100000):
-            write_record(folder, {{"case": f"case-{{n}}", "name": f"b/f/s/{{n}}",
+            write_record(folder, {{"kind": "cyclictest", "case": f"case-{{n}}",
+                                  "name": f"b/f/s/{{n}}",
                                   "started": f"2026-11-23T10:00:{{n:06d}}",
                                   "finished": None, "verdict": "pass", "message": "",
                                   "padding": "y" * 2_000_000}})

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
+from rtlab.artifacts.record import read_record
 from rtlab.lava import board, local, records, render, server, validate
 from rtlab.lava.joblog import LavaLogError, read_log
 from rtlab.lava.plan import METADATA_KEY, PlanError, image_facts, make_plan, plan_of_job
@@ -28,7 +29,6 @@ from rtlab.measure.suite import load_suite
 from rtlab.measure.window import LOAD_OVERRUN_S, started_loads, window_script
 from rtlab.store import ingest_paths, open_store
 from rtlab.util.paths import REPO_ROOT
-from rtlab.verdict.record import read_record
 from rtlab.verdict.thresholds import load_thresholds
 from tests.lava_log import LOG, file_start, garble_evidence, log_lines
 from tests.sqlite_store import ingested
@@ -285,10 +285,10 @@ def test_a_real_lava_run_becomes_records_judged_like_labgrids(tmp_path, loose_ga
     assert cpu50["lava"]["test_case"]["result"] == "pass"
     assert cpu50["run_id"] == "lava:local:42" and cpu50["place"] == "qemu-01"
     assert "isolates no CPU" in judged["cpu100_isolated/1000us"]["message"]
-    # written atomically as rtlab.result/2, and the store takes them as they are
+    # written atomically as rtlab.result/3, and the store takes them as they are
     folder = tmp_path / "results"
     written = records.write_records(folder, list(judged.values()))
-    assert all(read_record(path)["schema"] == "rtlab.result/2" for path in written)
+    assert all(read_record(path)["schema"] == "rtlab.result/3" for path in written)
     assert not list(folder.glob(".*"))
     report = ingest_paths(open_store(f"sqlite:///{tmp_path / 'r.db'}"), [folder])
     assert report.added == 7 and report.runs == ("lava:local:42",)

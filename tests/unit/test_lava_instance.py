@@ -13,18 +13,21 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from rtlab.lava import daemons, provision, render, server
-from rtlab.lava.instance import (
+from rtlab.artifacts.record import read_record
+from rtlab.lava import render, server
+from rtlab.lava.validate import validate
+from rtlab.lavaserver import daemons
+from rtlab.lavaserver.instance import (
     LOOPBACK,
     Instance,
     LavaInstanceError,
+    check_set_up,
     load_instance_config,
+    wanted_stamp,
     write_private,
 )
-from rtlab.lava.validate import validate
 from rtlab.util.paths import REPO_ROOT
 from rtlab.util.yamlfile import YamlFileError
-from rtlab.verdict.record import read_record
 from tests.unit.test_lava import JOB, plan_for, qemu_source
 
 CONFIG = REPO_ROOT / "env" / "lava-server.yaml"
@@ -98,13 +101,15 @@ def test_the_instance_listens_on_loopback_and_keeps_its_settings_to_itself(tmp_p
 def test_an_instance_is_set_up_once_and_again_after_an_upgrade(tmp_path, monkeypatch):
     lab = instance(tmp_path)
     with pytest.raises(LavaInstanceError, match="not set up: rtlab lava server setup"):
-        provision.check_set_up(lab)
-    monkeypatch.setattr(provision, "installed_version", lambda package="": "2023.01-2")
-    lab.setup_stamp.write_text(json.dumps(provision._wanted_stamp(lab)))
-    provision.check_set_up(lab)
-    monkeypatch.setattr(provision, "installed_version", lambda package="": "2024.05-1")
+        check_set_up(lab)
+    monkeypatch.setattr("rtlab.lavaserver.instance.installed_version",
+                        lambda package="": "2023.01-2")
+    lab.setup_stamp.write_text(json.dumps(wanted_stamp(lab)))
+    check_set_up(lab)
+    monkeypatch.setattr("rtlab.lavaserver.instance.installed_version",
+                        lambda package="": "2024.05-1")
     with pytest.raises(LavaInstanceError, match="set up for another lava_server"):
-        provision.check_set_up(lab)
+        check_set_up(lab)
 
 
 def test_a_socket_path_too_long_for_unix_is_refused(tmp_path):

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from rtlab.artifacts.record import read_record
 from rtlab.cli import main
 from rtlab.lava import records
 from rtlab.lava.joblog import read_log
@@ -20,7 +21,6 @@ from rtlab.store import ingest_paths, open_store
 from rtlab.store.junit import read_junit
 from rtlab.util.paths import REPO_ROOT
 from rtlab.verdict.junit import case_properties, write_junit
-from rtlab.verdict.record import read_record
 from rtlab.verdict.thresholds import load_thresholds
 from tests.lava_log import LOG, file_start, garble_evidence, log_lines
 
@@ -325,7 +325,7 @@ def test_the_figures_are_the_properties_tests_target_records():
 def test_the_report_is_replaced_whole_or_not_at_all(tmp_path, monkeypatch):
     """Written beside and renamed over the old one: a runner killed before the rename
     leaves the previous report, complete, and no half-written one."""
-    import rtlab.verdict.record
+    import rtlab.artifacts.record
 
     plan = plan_of_job(JOB.read_text(), str(JOB))
     log = read_log(LOG.read_text(), str(LOG))
@@ -340,7 +340,7 @@ def test_the_report_is_replaced_whole_or_not_at_all(tmp_path, monkeypatch):
     def killed(*_args):
         raise OSError("killed before the rename")
 
-    monkeypatch.setattr(rtlab.verdict.record.os, "replace", killed)
+    monkeypatch.setattr(rtlab.artifacts.record.os, "replace", killed)
     again = job_junit(plan, log, job, judged, paths, label="other")
     with pytest.raises(OSError, match="killed"):
         write_junit(report, again)

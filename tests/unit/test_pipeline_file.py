@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from rtlab.image.boards import BOARD_MODELS, FLAVOURS
 from rtlab.kernel.build import default_ccache_dir
 from rtlab.measure.suite import load_suite
+from rtlab.platform.boards import BOARD_MODELS, FLAVOURS
 from rtlab.util.paths import REPO_ROOT, kernel_cache_dir
 
 PIPELINE = REPO_ROOT / ".gitlab-ci.yml"

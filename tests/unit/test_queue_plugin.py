@@ -13,7 +13,7 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from rtlab.lab.queue import leftovers, measured_by, stopped_workers
+from rtlab.run.queue import leftovers, measured_by, stopped_workers
 from rtlab.store import open_store
 from rtlab.store.models import PlanWorker
 from rtlab.util.paths import REPO_ROOT
@@ -44,12 +44,14 @@ def board(record):
         raise InfrastructureError("no login prompt after 40 s")
 
 
+@pytest.mark.rtlab_kind("cyclictest")
 @pytest.mark.parametrize(("scenario", "interval_us"), CASES)
 def test_latency(board, record, scenario, interval_us):
     record.facts["name"] = f"b/f/{scenario}/{interval_us}us"
     time.sleep(0.3)
 
 
+@pytest.mark.rtlab_kind("rt-test")
 @pytest.mark.parametrize("rt_test", ["pi_stress", "oslat"])
 def test_rttests(board, record, rt_test):
     record.facts["name"] = f"b/f/{rt_test}"

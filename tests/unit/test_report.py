@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rtlab.artifacts.record import SCHEMA, record_file_name
 from rtlab.measure.cyclictest import percentiles
 from rtlab.report.build import write_report
 from rtlab.report.cli import register
@@ -20,7 +21,6 @@ from rtlab.report.selection import Selection
 from rtlab.report.summary import md
 from rtlab.store import ingest_folder, open_store
 from rtlab.store.query import case_figures, history, last_measured, latest
-from rtlab.verdict.record import SCHEMA, record_file_name
 from rtlab.verdict.thresholds import load_thresholds
 
 RECORDS = Path(__file__).resolve().parents[1] / "data" / "records" / "vlab-imx6q-rt"
@@ -59,8 +59,8 @@ def _record(folder: Path, *, scenario: str, interval: int, started: datetime.dat
     if mr:
         ci["CI_MERGE_REQUEST_IID"] = mr
     record = {
-        "schema": SCHEMA, "case": f"tests/target/test_latency.py::test_latency[{scenario}-"
-                                  f"{interval}us]",
+        "schema": SCHEMA, "kind": "cyclictest",
+        "case": f"tests/target/test_latency.py::test_latency[{scenario}-{interval}us]",
         "name": name, "run_id": f"run-{pipeline}", "board": "imx6q", "flavour": "rt",
         "place": "imx6q-01", "scenario": scenario, "interval_us": interval,
         "duration_s": 60, "tier": "gate", "verdict": verdict, "message": message,

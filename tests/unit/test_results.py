@@ -3,8 +3,8 @@ import os
 
 import pytest
 
+from rtlab.artifacts.record import SCHEMA, read_record, write_atomic, write_record
 from rtlab.pytestplugin.record import CaseRecord, artifact_path, attachment_line, job_path
-from rtlab.verdict.record import SCHEMA, read_record, write_atomic, write_record
 
 
 class Report:
@@ -48,7 +48,8 @@ def test_teardown_error_after_a_fail_makes_an_error():
 
 def test_record_is_written_whole_and_read_back(tmp_path, monkeypatch):
     monkeypatch.setenv("CI_PIPELINE_ID", "42")
-    path = write_record(tmp_path, {"case": "tests/x.py::test[cpu]", "verdict": "error",
+    path = write_record(tmp_path, {"kind": "cyclictest", "case": "tests/x.py::test[cpu]",
+                                   "verdict": "error",
                                    "message": "no login prompt",
                                    "started": "2026-11-22T08:56:51.123456+00:00"})
     assert path.name == "tests_x.py__test_cpu_--20261122085651123456.json"
@@ -60,17 +61,17 @@ def test_record_is_written_whole_and_read_back(tmp_path, monkeypatch):
 
 
 def test_records_of_the_same_case_from_different_runs_are_all_kept(tmp_path):
-    first = write_record(tmp_path, {"case": "tests/x.py::test[cpu]",
+    first = write_record(tmp_path, {"kind": "cyclictest", "case": "tests/x.py::test[cpu]",
                                     "name": "imx6q/rt/cpu100/1000us", "verdict": "pass",
                                     "message": "", "started": "2026-11-22T08:56:51+00:00"})
-    second = write_record(tmp_path, {"case": "tests/x.py::test[cpu]",
+    second = write_record(tmp_path, {"kind": "cyclictest", "case": "tests/x.py::test[cpu]",
                                      "name": "imx6q/rt/cpu100/1000us", "verdict": "fail",
                                      "message": "CPU1 max 9 > 5",
                                      "started": "2026-11-22T08:57:50+00:00"})
     assert first != second
     assert read_record(first)["verdict"] == "pass" and read_record(second)["verdict"] == "fail"
     with pytest.raises(FileExistsError):
-        write_record(tmp_path, {"case": "tests/x.py::test[cpu]",
+        write_record(tmp_path, {"kind": "cyclictest", "case": "tests/x.py::test[cpu]",
                                 "name": "imx6q/rt/cpu100/1000us", "verdict": "error",
                                 "started": "2026-11-22T08:56:51+00:00"})
     assert read_record(first)["verdict"] == "pass"
@@ -78,7 +79,7 @@ def test_records_of_the_same_case_from_different_runs_are_all_kept(tmp_path):
 
 def test_unknown_verdict_is_refused(tmp_path):
     with pytest.raises(ValueError, match="verdict must be one of"):
-        write_record(tmp_path, {"case": "c", "verdict": "ok"})
+        write_record(tmp_path, {"kind": "cyclictest", "case": "c", "verdict": "ok"})
 
 
 def test_garbled_record_names_file_and_line(tmp_path):
@@ -101,15 +102,17 @@ def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path):
 def test_records_of_one_run_carry_its_run_id(tmp_path, monkeypatch):
     # rtlab run sets the id for its pytest; the results store groups a run's cases by it
     monkeypatch.setenv("RTLAB_RUN_ID", "run:imx6q-01:abc")
-    first = write_record(tmp_path, {"case": "a", "verdict": "pass", "message": "",
+    first = write_record(tmp_path, {"kind": "cyclictest", "case": "a", "verdict": "pass",
+                                    "message": "",
                                     "started": "2026-11-22T08:56:51+00:00"})
-    second = write_record(tmp_path, {"case": "b", "verdict": "error", "message": "x",
+    second = write_record(tmp_path, {"kind": "cyclictest", "case": "b", "verdict": "error",
+                                     "message": "x",
                                      "started": "2026-11-22T08:57:51+00:00"})
     assert {read_record(p)["run_id"] for p in (first, second)} == {"run:imx6q-01:abc"}
 
 
 def test_run_id_is_the_ci_job_in_a_pipeline_and_unique_elsewhere(monkeypatch):
-    from rtlab.lab.runner import run_id
+    from rtlab.run.runner import run_id
 
     monkeypatch.delenv("RTLAB_RUN_ID", raising=False)
     monkeypatch.delenv("CI_JOB_ID", raising=False)
@@ -125,7 +128,8 @@ def test_a_case_file_lies_beside_its_record_and_is_attached_by_its_job_path(tmp_
     record = CaseRecord(case="tests/x.py::test[idle]", started="2026-11-25T19:01:02+00:00",
                         facts={"name": "qemu-imx6q/rt/idle/1000us"})
     trace = artifact_path(record, tmp_path / "results", ".trace.gz")
-    written = write_record(tmp_path / "results", {**record.as_dict(), "verdict": "fail"})
+    written = write_record(tmp_path / "results", {**record.as_dict(), "kind": "cyclictest",
+                                                  "verdict": "fail"})
     assert trace.parent == written.parent
     assert trace.name == written.name.removesuffix(".json") + ".trace.gz"
     # GitLab finds an attachment within the job's folder; elsewhere it stays absolute

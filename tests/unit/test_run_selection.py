@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from rtlab.cli import main, parser
-from rtlab.lab.cli import _run_argv
-from rtlab.lab.runner import Selection
+from rtlab.run.cli import _run_argv
+from rtlab.run.runner import Selection
 from rtlab.util.paths import REPO_ROOT
 
 

@@ -19,6 +19,7 @@ from sqlalchemy import func, inspect, select
 
 import rtlab.store as store_package
 from rtlab import cli
+from rtlab.artifacts.record import read_record, record_of
 from rtlab.store import (
     default_url,
     ingest,
@@ -31,7 +32,6 @@ from rtlab.store import (
 from rtlab.store.models import Base, Case, CaseThreshold, CpuResult, Run
 from rtlab.store.query import history
 from rtlab.util.jsonfile import JsonFileError
-from rtlab.verdict.record import read_record
 
 pytest_plugins = ["tests.pg"]
 
@@ -97,7 +97,9 @@ def test_real_records_land_in_their_columns(store, tmp_path):
         case = cases[CPU100]
         assert (case.kind, case.scenario, case.interval_us, case.verdict, case.duration_s) == (
             "cyclictest", "cpu100", 1000, "pass", 3)
-        assert case.record == edited
+        # the record as read: a /2 record migrated to the current format, nothing lost
+        assert case.record == {**edited, "schema": "rtlab.result/3", "kind": "cyclictest",
+                               "migrated_from": "rtlab.result/2"}
         limits = {limit.metric: (limit.value, limit.source) for limit in case.limits}
         assert limits == {"max_us": (5000000, "thresholds.yaml:95"),
                           "avg_us": (50000, "thresholds.yaml:96")}
@@ -169,8 +171,8 @@ def test_other_json_beside_the_records_is_passed_over(store, tmp_path):
     assert ingest_folder(store, tmp_path / "out").added == 4
     # a record of another version is a record still: refused, not passed over
     old = json.loads(next(RECORDS.glob("*idle*")).read_text())
-    (job / "results" / "old.json").write_text(json.dumps({**old, "schema": "rtlab.result/1"}))
-    with pytest.raises(JsonFileError, match="schema 'rtlab.result/1', expected"):
+    (job / "results" / "old.json").write_text(json.dumps({**old, "schema": "rtlab.result/0"}))
+    with pytest.raises(JsonFileError, match="schema 'rtlab.result/0', expected"):
         ingest_folder(store, tmp_path / "out")
 
 
@@ -178,7 +180,8 @@ def test_a_failure_mid_ingest_leaves_nothing(store):
     # a record that fails late, after another run's rows went to the database, takes
     # them back with it
     records = read_folder(RECORDS)
-    records.append({**records[0], "run_id": "run:imx6q-02:1", "started": "not a time"})
+    records.append(record_of({**records[0].document, "run_id": "run:imx6q-02:1",
+                              "started": "not a time"}))
     with pytest.raises(ValueError), store.session() as session:
         ingest(session, records)
     assert counts(store) == {"runs": 0, "cases": 0, "cpu_results": 0, "case_thresholds": 0}

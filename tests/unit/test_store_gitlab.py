@@ -17,8 +17,9 @@ from sqlalchemy import func, select
 
 from rtlab import cli
 from rtlab.store import open_store
-from rtlab.store.gitlab import Credentials, PullError, pull
+from rtlab.store.gitlab import pull
 from rtlab.store.models import Case, Run
+from rtlab.util.gitlab import Credentials, PullError
 
 DATA = Path(__file__).parents[1] / "data"
 RECORDS = DATA / "records" / "vlab-imx6q-rt"

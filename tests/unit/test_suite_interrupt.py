@@ -10,6 +10,10 @@ import time
 SLOW_CASE = """
 import pathlib, time
 
+import pytest
+
+
+@pytest.mark.rtlab_kind("cyclictest")
 def test_slow(tmp_path_factory):
     pathlib.Path({started!r}).write_text("started")
     time.sleep(60)

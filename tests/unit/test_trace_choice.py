@@ -1,5 +1,5 @@
 """Which latency cases arm the kernel's trace, and so cyclictest's --breaktrace
-(rtlab.measure.trace.choose_trace, behind tests/target's trace_choice): never a
+(rtlab.verdict.trace_choice.choose_trace, behind tests/target's trace_choice): never a
 campaign's, whatever thresholds.yaml or the store says; by default the gate tier's, unless
 thresholds.yaml turns it off; other tiers as before."""
 
@@ -9,21 +9,21 @@ import textwrap
 
 import pytest
 
-from rtlab.campaign.identity import RUN_VARIABLE, campaign_of
+from rtlab.artifacts.identity import RUN_VARIABLE, campaign_of
+from rtlab.artifacts.record import write_record
 from rtlab.campaign.spec import load_campaign
 from rtlab.measure.suite import load_suite
-from rtlab.measure.trace import (
+from rtlab.store import URL_VARIABLE
+from rtlab.store.query import last_failed_run
+from rtlab.util.paths import REPO_ROOT
+from rtlab.verdict.thresholds import TracePolicy, load_thresholds
+from rtlab.verdict.trace_choice import (
     CAMPAIGN_WHY,
     GATE_WHY,
     NOT_ASKED_WHY,
     TraceChoiceError,
     choose_trace,
-    last_failed_run,
 )
-from rtlab.store import URL_VARIABLE
-from rtlab.util.paths import REPO_ROOT
-from rtlab.verdict.record import write_record
-from rtlab.verdict.thresholds import TracePolicy, load_thresholds
 from tests.sqlite_store import ingested
 
 UNSET = TracePolicy()

@@ -8,9 +8,9 @@ from pathlib import Path, PurePosixPath
 import attrs
 import pytest
 
-from rtlab.image import build as image
-from rtlab.image import debian
-from rtlab.image.boards import BOARD_MODELS
+from rtlab.image import rootfs
+from rtlab.platform import debian
+from rtlab.platform.boards import BOARD_MODELS
 from rtlab.vlab.qemu import BootFiles, qemu_command
 
 BOOT = BootFiles(kernel=Path("k"), dtb=Path("d"), initrd=None, append="quiet")
@@ -72,7 +72,7 @@ def source(tmp_path: Path, settings: str, variable: str) -> str:
 
 
 def test_init_gets_the_static_slirp_address(tmp_path):
-    settings = image.network_settings(BOARD_MODELS["imx6q"])
+    settings = rootfs.network_settings(BOARD_MODELS["imx6q"])
     assert source(tmp_path, settings, "NET_ADDRESS") == "10.0.2.15/24"
     assert source(tmp_path, settings, "NET_GATEWAY") == "10.0.2.2"
     assert source(tmp_path, settings, "NET_NONE") == ""
@@ -80,7 +80,7 @@ def test_init_gets_the_static_slirp_address(tmp_path):
 
 def test_init_gets_the_reason_of_a_board_without_network(tmp_path):
     model = attrs.evolve(NO_NETWORK, no_network="QEMU's $machine has no `NIC'; \"sorry\"")
-    settings = image.network_settings(model)
+    settings = rootfs.network_settings(model)
     assert source(tmp_path, settings, "NET_NONE") == model.no_network
     assert source(tmp_path, settings, "NET_ADDRESS") == ""
 
@@ -97,7 +97,7 @@ def test_packaged_programs_win_over_busybox_applets_of_the_same_name():
         guest_file("/usr/bin/cyclictest", "rt-tests"),  # no applet of that name
         guest_file("/usr/lib/arm-linux-gnueabihf/ping", "libfoo"),  # not a program
     ]
-    profile = image.applet_overrides(files, ["busybox", "ping", "sh"])
+    profile = rootfs.applet_overrides(files, ["busybox", "ping", "sh"])
     assert profile == 'ping() { /bin/ping "$@"; }\n'
 
 
@@ -126,9 +126,10 @@ def test_the_imx6q_dtb_wires_only_the_fec_mac_interrupt(tmp_path):
                    input=FEC_DTS, text=True, check=True)
     kernel = debian.DebPackage(name="linux-image-test", arch="armhf", version="1",
                                deb=tmp_path / "k.deb", root=tmp_path / "pkg")
-    builder = image._Builder(model, "rt", None, tmp_path / "work", lambda _: None)  # type: ignore[arg-type]
+    work = tmp_path / "work"
+    builder = rootfs.RootfsBuilder(model, "rt", None, work / "rootfs", work / "boot")  # type: ignore[arg-type]
     builder.boot.mkdir(parents=True)
-    builder._install_dtb(kernel, release)
+    builder.install_dtb(kernel, release)
 
     def get(prop: str, kind: str) -> str:
         return subprocess.run(

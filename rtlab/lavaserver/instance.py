@@ -9,10 +9,15 @@ device dictionaries, the logs) and hands lava-server its settings in the environ
 system's configuration is changed, and a second checkout gets an instance of its own.
 The programs run as LAVA's system user ``lavaserver`` (made by the package), as the
 package's systemd units run them; the worker runs as root, as lava-run must.
+
+Whether the instance is set up for the lava-server installed and for its configuration is
+its setup stamp (``check_set_up``): rtlab.lavaserver.provision writes it, and
+rtlab.lavaserver.daemons checks it before it starts anything.
 """
 
 import base64
 import grp
+import hashlib
 import json
 import os
 import pwd
@@ -277,6 +282,34 @@ class Instance:
             raise LavaInstanceError(f"lava-server manage {' '.join(args[:2])} failed (exit "
                                     f"{proc.returncode}): {' | '.join(said[-5:])}")
         return proc.stdout
+
+
+def installed_version(package: str = "lava-server") -> str | None:
+    proc = subprocess.run(["dpkg-query", "-W", "-f", "${Status} ${Version}", package],
+                          capture_output=True, text=True, check=False)
+    words = proc.stdout.split()
+    return words[-1] if proc.returncode == 0 and "installed" in words[:3] else None
+
+
+def wanted_stamp(instance: Instance) -> dict[str, str | None]:
+    config = hashlib.sha256(instance.config.path.read_bytes()).hexdigest()
+    return {"lava_server": installed_version(), "config_sha256": config,
+            "folder": str(instance.folder)}
+
+
+def check_set_up(instance: Instance) -> None:
+    """Raises unless setup ran for this lava-server and this configuration."""
+    try:
+        stamp = json.loads(instance.setup_stamp.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise LavaInstanceError(f"the LAVA instance in {instance.folder} is not set up: "
+                                "rtlab lava server setup (scripts/bootstrap.sh "
+                                "lava-server)") from None
+    wanted = wanted_stamp(instance)
+    if stamp != wanted:
+        changed = ", ".join(k for k in wanted if stamp.get(k) != wanted[k])
+        raise LavaInstanceError(f"the LAVA instance in {instance.folder} was set up for "
+                                f"another {changed}: rtlab lava server setup")
 
 
 def system_user() -> tuple[int, int]:

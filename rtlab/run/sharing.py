@@ -1,5 +1,5 @@
 """``rtlab run --board TYPE --boards N``: every healthy place of a board type on one
-board × flavour at once, sharing its cases (rtlab.lab.queue), so that N places finish in
+board × flavour at once, sharing its cases (rtlab.run.queue), so that N places finish in
 about 1/N of one place's time.
 
 One ``rtlab run`` per place, each reserving a place of the type through the coordinator
@@ -18,14 +18,14 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
 
-from rtlab.campaign.identity import RUN_VARIABLE as CAMPAIGN_RUN_VARIABLE
-from rtlab.image.manifest import series_flavour
+from rtlab.artifacts.identity import RUN_VARIABLE as CAMPAIGN_RUN_VARIABLE
+from rtlab.artifacts.manifest import image_manifest_for, series_flavour
+from rtlab.artifacts.record import write_record
 from rtlab.lab.health import healthy_filters
-from rtlab.lab.queue import Leftover, leftovers, stopped_workers
 from rtlab.lab.reservation import LabgridClient, filters_for, matching
-from rtlab.lab.runner import INTERRUPT_GRACE_S, Sharing
 from rtlab.measure.rttests import TESTS
-from rtlab.pytestplugin.record import image_manifest_for
+from rtlab.run.queue import Leftover, leftovers, stopped_workers
+from rtlab.run.runner import INTERRUPT_GRACE_S, Sharing
 from rtlab.store import open_store
 from rtlab.util.paths import REPO_ROOT
 from rtlab.verdict.junit import (
@@ -36,7 +36,6 @@ from rtlab.verdict.junit import (
     write_junit,
     xml_text,
 )
-from rtlab.verdict.record import write_record
 
 PLAN_VARIABLE = "RTLAB_PLAN"
 
@@ -145,7 +144,8 @@ def _leftover_record(case: Leftover, *, board: str, flavour: str, plan: str,
         message = (f"not measured: {case.place} took it and ended without a verdict "
                    "(its runner was stopped)")
     scenario, _, interval = case.name.partition("/")
-    return {"case": f"plan {plan}: {case.name}", "name": f"{board}/{flavour}/{case.name}",
+    return {"kind": "rt-test" if scenario in TESTS else "cyclictest",
+            "case": f"plan {plan}: {case.name}", "name": f"{board}/{flavour}/{case.name}",
             "board": board, "flavour": flavour, "place": case.place, "scenario": scenario,
             "interval_us": int(interval[:-2]) if interval else None, "started": now,
             "finished": now, "verdict": "error", "message": message,
@@ -160,7 +160,7 @@ def _junit(records: Sequence[dict], paths: Sequence[Path], *, label: str) -> ET.
         "timestamp": records[0]["started"]})
     for record, path in zip(records, paths, strict=True):
         element = ET.SubElement(suite, "testcase", {
-            "classname": RT_TOOL_CLASSNAME if record["scenario"] in TESTS
+            "classname": RT_TOOL_CLASSNAME if record["kind"] == "rt-test"
             else LATENCY_CLASSNAME,
             "name": xml_text(record["name"]), "time": "0.000"})
         figures = ET.SubElement(element, "properties")

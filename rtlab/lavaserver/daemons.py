@@ -1,6 +1,6 @@
-"""The programs of a LAVA instance (rtlab.lava.instance), started and stopped without
-systemd: PostgreSQL (pg_ctl), lava-server's gunicorn, lava-publisher and lava-scheduler,
-and lava-worker, with the command lines of Debian's systemd units
+"""The programs of a LAVA instance (rtlab.lavaserver.instance), started and stopped
+without systemd: PostgreSQL (pg_ctl), lava-server's gunicorn, lava-publisher and
+lava-scheduler, and lava-worker, with the command lines of Debian's systemd units
 (/lib/systemd/system/lava-*.service) and the instance's ports and folders.
 
 Each runs in a session of its own (a stop takes its children too: gunicorn's workers,
@@ -21,11 +21,12 @@ from pathlib import Path
 
 import attr
 
-from rtlab.lava.instance import (
+from rtlab.lavaserver.instance import (
     LOOPBACK,
     SYSTEM_USER,
     Instance,
     LavaInstanceError,
+    check_set_up,
     run_as_system_user,
 )
 
@@ -187,8 +188,6 @@ def _group_alive(pgid: int) -> bool:
 def start(instance: Instance, progress: Callable[[str], None] = lambda _: None) -> None:
     """Start the database and every program that is not running; return once the worker
     is online. Raises with the program's log when one fails."""
-    from rtlab.lava.provision import check_set_up
-
     check_set_up(instance)
     if start_database(instance):
         progress("PostgreSQL started")

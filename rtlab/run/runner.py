@@ -14,6 +14,7 @@ from pathlib import Path
 
 import attr
 
+from rtlab.artifacts.record import RUN_ID_VARIABLE, read_record
 from rtlab.lab import client as labgrid_client
 from rtlab.lab.health import (
     HealthBook,
@@ -31,9 +32,8 @@ from rtlab.lab.reservation import (
 )
 from rtlab.measure.trace import TRACE_CHOICES, TRACERS
 from rtlab.util.paths import REPO_ROOT, health_dir
-from rtlab.verdict.record import RUN_ID_VARIABLE, read_record
 
-logger = logging.getLogger("rtlab.lab.runner")
+logger = logging.getLogger("rtlab.run.runner")
 # how long pytest gets to power the board off and write its results after an interrupt
 INTERRUPT_GRACE_S = 120.0
 
@@ -121,7 +121,7 @@ class Selection:
 
 @attr.frozen
 class Sharing:
-    """A plan (rtlab.lab.queue) several places work on: the results store that holds its
+    """A plan (rtlab.run.queue) several places work on: the results store that holds its
     cases, and its name."""
 
     queue: str
@@ -257,7 +257,7 @@ def run_suite(
 def _plan_taken(sharing: Sharing) -> str | None:
     """Why a place still waiting for its reservation is not needed: the plan's other
     places took every case meanwhile (None: some are left)."""
-    from rtlab.lab.queue import still_queued
+    from rtlab.run.queue import still_queued
     from rtlab.store import open_store
 
     store = open_store(sharing.queue)

@@ -1,15 +1,24 @@
 """The image manifest (``manifest.json`` beside an SD image, written by ``rtlab image
 build``): read strictly, because the suite takes the flavour thresholds are judged by and
-the identity every result record carries from it."""
+the identity every result record carries from it.
 
+Format version (``schema``): 1, the only one; an image of another is rebuilt, not read."""
+
+import json
+import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rtlab.campaign.identity import read_variant
-from rtlab.image.build import SCHEMA_VERSION
+import attr
+
+from rtlab.artifacts.identity import read_variant
 from rtlab.util.jsonfile import JsonFileError, json_line_of, load_json, require
 
+FILE_NAME = "manifest.json"
+# Bump when the manifest's meaning changes; a mismatch rebuilds the image.
+SCHEMA_VERSION = 1
 WHAT = "image manifest"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
@@ -21,6 +30,56 @@ def series_flavour(manifest: dict[str, Any]) -> str | None:
     if isinstance(variant, dict) and variant.get("name"):
         return str(variant["name"])
     return manifest.get("flavour")
+
+
+@attr.frozen(kw_only=True)
+class ImageManifest:
+    """What the suite and the records take from an image's manifest; ``document`` is the
+    whole manifest (packages, checksums, the kernel's build manifest)."""
+
+    image_id: str
+    board: str
+    flavour: str
+    """The image's flavour (std, rt); a campaign variant's results are filed under
+    :attr:`series_flavour`."""
+    kernel: dict[str, Any]
+    sd_image_sha256: str
+    variant: dict[str, Any] | None
+    document: dict[str, Any]
+
+    @property
+    def series_flavour(self) -> str:
+        return series_flavour(self.document) or self.flavour
+
+
+def load_image_manifest(path: Path) -> ImageManifest:
+    """The manifest at ``path`` as :class:`ImageManifest` (see :func:`read_image_manifest`)."""
+    manifest = read_image_manifest(path)
+    return ImageManifest(
+        image_id=manifest["image_id"], board=manifest["board"], flavour=manifest["flavour"],
+        kernel=manifest["kernel"], sd_image_sha256=manifest["sd_image"]["sha256"],
+        variant=manifest.get("variant"), document=manifest)
+
+
+def image_manifest_for(image: str | None) -> dict[str, Any]:
+    """The manifest written beside an SD image by ``rtlab image build`` (empty if the image
+    came from elsewhere: its facts are then read from the board alone)."""
+    if not image:
+        return {}
+    path = Path(image).with_name(FILE_NAME)
+    if not path.exists():
+        return {}
+    return read_image_manifest(path)
+
+
+def write_image_manifest(work: Path, dest: Path, manifest: Mapping[str, Any]) -> Path:
+    """``dest/manifest.json`` by way of ``work`` (on the same file system): written whole
+    and moved in last, it marks the image beside it complete."""
+    tmp = work / FILE_NAME
+    tmp.write_text(json.dumps({**manifest, "schema": SCHEMA_VERSION}, indent=2,
+                              sort_keys=True) + "\n")
+    os.replace(tmp, dest / FILE_NAME)
+    return dest / FILE_NAME
 
 
 def read_image_manifest(path: Path) -> dict[str, Any]:

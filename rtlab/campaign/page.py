@@ -1,5 +1,5 @@
 """Writing a campaign report (``rtlab report --campaign NAME``): the store's execution of
-the campaign (:mod:`rtlab.report.campaign`), its figures (:mod:`rtlab.report.campaign_plots`)
+the campaign (:mod:`rtlab.campaign.report`), its figures (:mod:`rtlab.campaign.plots`)
 as PNG files, one self-contained HTML page with them embedded, ``summary.md`` (the same
 tables, for a merge request or a wiki) and ``campaign.json`` (the tables as data)."""
 
@@ -10,8 +10,7 @@ from pathlib import Path
 
 import attr
 
-from rtlab.campaign.spec import Campaign
-from rtlab.report.campaign import (
+from rtlab.campaign.report import (
     CampaignData,
     collect,
     expected_text,
@@ -21,16 +20,17 @@ from rtlab.report.campaign import (
     temperature_text,
     us,
 )
-from rtlab.report.campaign import (
+from rtlab.campaign.report import (
     as_json as campaign_json,
 )
-from rtlab.report.campaign import (
+from rtlab.campaign.report import (
     markdown as campaign_markdown,
 )
+from rtlab.campaign.spec import Campaign
 from rtlab.report.html import _STYLE
 from rtlab.store import Store
+from rtlab.util.atomic import write_atomic
 from rtlab.verdict.comparison import INCONCLUSIVE, quantile_name
-from rtlab.verdict.record import write_atomic
 from rtlab.verdict.variants import COSTS, SAVES
 
 HTML_NAME = "report.html"
@@ -53,7 +53,8 @@ def write_campaign_report(store: Store, campaign: Campaign, out_dir: Path, *,
     import matplotlib
 
     matplotlib.use("Agg", force=False)
-    from rtlab.report import campaign_plots, plots
+    from rtlab.campaign import plots as campaign_plots
+    from rtlab.report import plots
 
     with store.session() as session:
         data = collect(session, campaign, campaign_run=campaign_run)

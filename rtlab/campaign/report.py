@@ -15,7 +15,7 @@ list: cyclictest's ``--breaktrace`` ended its window at the first wake-up past m
 record's ``trace.breach``), or it was armed to and whether it did is unknown, or it
 measured fewer seconds than planned. Its tail is censored where it stopped, and counted
 as a whole run it would bias the comparison; its maximum still shows in that list. A campaign
-never arms the break (rtlab.measure.trace.choose_trace): such a run comes only from a
+never arms the break (rtlab.verdict.trace_choice.choose_trace): such a run comes only from a
 record made otherwise.
 
 The **load proof** is the field's: the CPU utilisation the board's /proc/stat showed

@@ -1,5 +1,5 @@
-"""``rtlab lava server setup``: make the LAVA instance of rtlab.lava.instance, as Debian's
-postinst and a lab's admin would, and nothing twice.
+"""``rtlab lava server setup``: make the LAVA instance of rtlab.lavaserver.instance, as
+Debian's postinst and a lab's admin would, and nothing twice.
 
 Its folders (each owned as the programs need), its PostgreSQL cluster and database,
 lava-server's migrations, the user rtlab submits as and its API token (a file only root
@@ -11,23 +11,24 @@ lava-server upgrade left unmigrated.
 """
 
 import csv
-import hashlib
 import io
 import json
 import os
 import shutil
-import subprocess
 from collections.abc import Callable
 
-from rtlab.lava import daemons
-from rtlab.lava.instance import (
+from rtlab.lavaserver import daemons
+from rtlab.lavaserver.instance import (
     DATABASE,
     DEVICE_TYPE,
     SYSTEM_USER,
     Instance,
     LavaInstanceError,
+    check_set_up,
+    installed_version,
     run_as_system_user,
     system_user,
+    wanted_stamp,
     write_private,
 )
 
@@ -39,34 +40,6 @@ DEVICE_DICTIONARY = """\
     context describes (rtlab lava render --board qemu-...), as rtlab lava local runs it -#}
 {% extends 'qemu.jinja2' %}
 """
-
-
-def installed_version(package: str = "lava-server") -> str | None:
-    proc = subprocess.run(["dpkg-query", "-W", "-f", "${Status} ${Version}", package],
-                          capture_output=True, text=True, check=False)
-    words = proc.stdout.split()
-    return words[-1] if proc.returncode == 0 and "installed" in words[:3] else None
-
-
-def _wanted_stamp(instance: Instance) -> dict[str, str | None]:
-    config = hashlib.sha256(instance.config.path.read_bytes()).hexdigest()
-    return {"lava_server": installed_version(), "config_sha256": config,
-            "folder": str(instance.folder)}
-
-
-def check_set_up(instance: Instance) -> None:
-    """Raises unless setup ran for this lava-server and this configuration."""
-    try:
-        stamp = json.loads(instance.setup_stamp.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        raise LavaInstanceError(f"the LAVA instance in {instance.folder} is not set up: "
-                                "rtlab lava server setup (scripts/bootstrap.sh "
-                                "lava-server)") from None
-    wanted = _wanted_stamp(instance)
-    if stamp != wanted:
-        changed = ", ".join(k for k in wanted if stamp.get(k) != wanted[k])
-        raise LavaInstanceError(f"the LAVA instance in {instance.folder} was set up for "
-                                f"another {changed}: rtlab lava server setup")
 
 
 def _check_machine(instance: Instance) -> None:
@@ -244,7 +217,7 @@ def setup(instance: Instance, progress: Callable[[str], None] = lambda _: None) 
     finally:
         if started:
             daemons.stop_database(instance)
-    instance.setup_stamp.write_text(json.dumps(_wanted_stamp(instance), indent=2) + "\n",
+    instance.setup_stamp.write_text(json.dumps(wanted_stamp(instance), indent=2) + "\n",
                                     encoding="utf-8")
     return True
 

@@ -9,7 +9,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
-from rtlab.report.campaign import CampaignData, Cell
+from rtlab.campaign.report import CampaignData, Cell
 from rtlab.verdict.comparison import quantile_name
 from rtlab.verdict.histogram import Histogram
 
