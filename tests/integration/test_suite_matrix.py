@@ -148,12 +148,13 @@ def test_records_carry_system_facts_figures_and_histograms(matrix):
     assert system["cpus"] == 4 and system["isolated_cpus"] == []
     assert record["interval_us"] == 100 and "-i" in record["command"]
     assert record["thresholds"]["max_us"]["source"].startswith("thresholds.yaml:")
-    assert record["schema"] == "rtlab.result/2"
+    assert (record["schema"], record["kind"]) == ("rtlab.result/3", "cyclictest")
     for cpu in record["cpus"]:
         assert cpu["samples"] > 0
         assert sum(cpu["histogram"].values()) + cpu["overflows"] == cpu["samples"]
         assert set(cpu["percentiles_us"]) == {"p50", "p99", "p99_9", "p99_99"}
 
+    assert read_records(out / "results")[f"{BOARD}/{FLAVOUR}/pi_stress"]["kind"] == "rt-test"
     functional = read_records(out / "results")[f"{BOARD}/{FLAVOUR}/pi_stress"]["functional"]
     assert functional["verdict"] == "pass" and functional["inversions"] > 0
     pairs = read_records(out / "results")[f"{BOARD}/{FLAVOUR}/ptsematest"]["threads"]
