@@ -29,6 +29,12 @@ def options(config: str) -> dict[str, str]:
     return result
 
 
+def hz(config: str) -> int | None:
+    """The timer tick (``CONFIG_HZ``), or None when the text does not set it."""
+    value = options(config).get("CONFIG_HZ", "")
+    return int(value) if value.isdigit() else None
+
+
 def preemption_model(config: str) -> str | None:
     """PREEMPT_RT / PREEMPT / VOLUNTARY / NONE, or None when the text selects none of
     them (not a kernel config, or a fragment of one)."""

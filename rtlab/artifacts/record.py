@@ -130,12 +130,15 @@ def load_record(path: Path) -> ResultRecord:
         document = dict(record)
     else:
         document = _migrated(record)
-        kind = document["kind"]
+    return _typed(document, read_as=schema)
+
+
+def _typed(document: dict[str, Any], *, read_as: str) -> ResultRecord:
     return ResultRecord(
-        kind=kind, case=record["case"], name=record.get("name") or None,
-        verdict=record["verdict"], message=record["message"], started=record["started"],
-        finished=record.get("finished"), variant=record.get("variant"), read_as=schema,
-        document=document)
+        kind=document["kind"], case=document["case"], name=document.get("name") or None,
+        verdict=document["verdict"], message=document.get("message", ""),
+        started=document["started"], finished=document.get("finished"),
+        variant=document.get("variant"), read_as=read_as, document=document)
 
 
 def record_of(document: Mapping[str, Any]) -> ResultRecord:
@@ -144,12 +147,7 @@ def record_of(document: Mapping[str, Any]) -> ResultRecord:
     if document.get("kind") not in KINDS:
         raise ValueError(f"result record of {document.get('name') or document.get('case')!r}"
                          f": kind {document.get('kind')!r}, expected one of {', '.join(KINDS)}")
-    return ResultRecord(
-        kind=document["kind"], case=document["case"], name=document.get("name") or None,
-        verdict=document["verdict"], message=document.get("message", ""),
-        started=document["started"], finished=document.get("finished"),
-        variant=document.get("variant"), read_as=SCHEMA,
-        document={**document, "schema": SCHEMA})
+    return _typed({**document, "schema": SCHEMA}, read_as=SCHEMA)
 
 
 def read_record(path: Path) -> dict[str, Any]:

@@ -17,7 +17,6 @@ import datetime
 import hashlib
 import json
 import os
-import re
 import shutil
 import tempfile
 import time
@@ -339,7 +338,7 @@ class _Builder:
             raise ImageError(
                 f"{kernel_name} is {preemption}, which does not fit flavour {self.flavour!r}"
             )
-        hz = re.search(r"^CONFIG_HZ=(\d+)$", config, re.MULTILINE)
+        hz = kconfig.hz(config)
 
         files = RootfsBuilder(model, self.flavour, self.apt, self.rootfs, self.boot)
         userland = files.userland()
@@ -384,7 +383,7 @@ class _Builder:
                 "version": kernel.version,
                 "release": release,
                 "preemption": preemption,
-                "hz": int(hz.group(1)) if hz else None,
+                "hz": hz,
                 "modules": modules,
                 "builtin_modules": builtin,
                 **self._kernel_origin(),

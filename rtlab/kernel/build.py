@@ -308,13 +308,12 @@ def _build_manifest(board: spec.KernelBoard, flavour: spec.KernelFlavour,
                     config: ConfigResult, config_text: str, release: str,
                     build_seconds: float, ccache: dict, ccache_dir: Path, build_dir: Path,
                     jobs: int) -> dict:
-    hz = re.search(r"^CONFIG_HZ=(\d+)$", config_text, re.MULTILINE)
     # configure's part: board, flavour, defconfig, fragments with SHA-256, final .config
     # SHA-256, requested options, preemption model, source version/origin/patch series
     return {
         **config.manifest(),
         "thresholds_flavour": flavour.thresholds,
-        "hz": int(hz.group(1)) if hz else None,
+        "hz": kconfig.hz(config_text),
         "modules": kconfig.options(config_text).get("CONFIG_MODULES") == "y",
         "toolchain": _toolchain(board),
         "kernel_release": release,

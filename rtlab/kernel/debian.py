@@ -1,7 +1,6 @@
 """Debian's kernel for a board and flavour (``rtlab kernel fetch``): the kernel stage while
 no kernel source is configured, handed on as a built one is, with kernel.json beside it."""
 
-import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -50,7 +49,6 @@ def fetch_kernel(
         raise KernelFetchError(f"{name} {pkg.version} ships no /boot/config-{release}")
     config = config_path.read_text()
     preemption = kconfig.preemption_model(config)
-    hz = re.search(r"^CONFIG_HZ=(\d+)$", config, re.MULTILINE)
     if (preemption == "PREEMPT_RT") != (flavour == "rt"):
         progress(f"warning: {board}-{flavour}: {name} is {preemption}, which does not fit "
                  f"flavour {flavour!r}; the test stage judges it against {flavour} thresholds")
@@ -63,7 +61,7 @@ def fetch_kernel(
     info = KernelInfo(
         board=board, flavour=flavour, arch=model.arch, source="debian",
         metapackage=metapackage, package=name, version=pkg.version, release=release,
-        preemption=preemption, hz=int(hz.group(1)) if hz else None, deb=deb.name,
+        preemption=preemption, hz=kconfig.hz(config), deb=deb.name,
         sha256=debian.sha256_file(deb))
     write_kernel_info(dest, info)
     progress(f"{board}-{flavour}: {name} {pkg.version} ({preemption}) in {dest}")

@@ -18,7 +18,8 @@ import attr
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
-from rtlab.artifacts.manifest import read_image_manifest
+from rtlab.artifacts.manifest import FILE_NAME as MANIFEST
+from rtlab.artifacts.manifest import load_image_manifest
 from rtlab.lava import board, templates
 from rtlab.lava.plan import METADATA_KEY, Plan, board_model, is_virtual
 from rtlab.measure.window import LOAD_MARGIN_S, LOADED_SHELL_TIMEOUT_S
@@ -87,8 +88,8 @@ def boot_files(image_dir: Path, out: Path) -> BootFiles:
     """The kernel, device tree and initramfs of the image in ``image_dir`` (sdcard.img and
     manifest.json of ``rtlab image build``), read from its card as U-Boot reads them, into
     ``out`` under the names LAVA wants."""
-    manifest = read_image_manifest(image_dir / "manifest.json")
-    model = board_model(manifest["board"])
+    manifest = load_image_manifest(image_dir / MANIFEST)
+    model = board_model(manifest.board)
     sd = image_dir / "sdcard.img"
     if not sd.is_file():
         raise FileNotFoundError(f"{sd}: no SD image (rtlab image build?)")
@@ -101,7 +102,7 @@ def boot_files(image_dir: Path, out: Path) -> BootFiles:
         names = (model.kernel_image, PurePosixPath(model.dtb).name, RAMDISK)
         for source, name in zip((boot.kernel, boot.dtb, boot.initrd), names, strict=True):
             shutil.copyfile(source, out / name)
-    return BootFiles(out, *names, cmdline=boot.append, manifest=manifest)
+    return BootFiles(out, *names, cmdline=boot.append, manifest=manifest.document)
 
 
 def local_source(files: BootFiles, sd_image: Path | None) -> BootSource:
