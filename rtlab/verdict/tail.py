@@ -293,15 +293,22 @@ def _profile_interval(tail: _Tail, bound: float, best: float, ratio: float,
                                           options={"xatol": 1e-4})
         return min(float(result.fun), _IMPOSSIBLE) - limit
 
+    def crossing(inside: float, outside: float) -> float:
+        """Where the profile crosses the limit between a bound inside the interval and one
+        outside; the outside end where the profile's own optimisation left no sign change
+        between them (a shape the bounded search missed): wider, never narrower."""
+        try:
+            return float(optimize.brentq(profile, inside, outside, xtol=1e-3 * excess))
+        except ValueError:
+            return outside
+
     low_end = excess * 1e-6
-    low = optimize.brentq(profile, low_end, excess, xtol=1e-3 * excess) \
-        if profile(low_end) > 0 else low_end
+    low = crossing(excess, low_end) if profile(low_end) > 0 else low_end
     high = math.inf
     step = excess
     for _ in range(40):
         if profile(excess + step) > 0:
-            high = optimize.brentq(profile, excess + step / 2 if step > excess else excess,
-                                   excess + step, xtol=1e-3 * excess)
+            high = crossing(excess + step / 2 if step > excess else excess, excess + step)
             break
         step *= 2
     return (tail.u + low, tail.u + high)

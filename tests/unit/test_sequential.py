@@ -3,6 +3,7 @@ synthetic histograms of a known shape (a regression is a wider tail) and on real
 cyclictest output for the windows (tests/data/cyclictest). How often and how soon the
 policy decides over thousands of runs is bench/adaptive_quality.py's."""
 
+import math
 from pathlib import Path
 
 import attr
@@ -14,13 +15,22 @@ from rtlab.verdict.baseline import no_baseline
 from rtlab.verdict.case import CasePlan, LatencyCase
 from rtlab.verdict.histogram import Histogram
 from rtlab.verdict.sequential import (
+    ABOVE_LIMIT,
     CAP,
     CONTINUE,
+    EXCEEDED,
+    HIGHER,
     NO_CHANGE,
     REGRESSION,
+    TOO_EARLY,
+    UNSTABLE,
+    WARNING,
     SequentialPolicy,
     decide,
+    early_pass,
+    limit_safe_to_cap,
 )
+from rtlab.verdict.tail import tail_estimate
 from rtlab.verdict.thresholds import StatisticsPolicy, Threshold
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "cyclictest"
@@ -112,15 +122,139 @@ def test_burst_minutes_are_weighed_against_the_spread_of_the_run_s_own_windows(r
 
 
 def test_no_change_stops_only_when_the_tail_is_safe_to_the_cap(rng):
+    """At 10 ms on 4 CPUs, 32 min are 768 k wake-ups. Before issue 31 this run passed at
+    the 8-min look already; an early pass now vouches for no more wake-ups than it
+    measured (MAX_EXTRAPOLATION), so the 8-min look goes on and the 32-min look stops."""
     baseline = [histogram(2_000_000, rng) for _ in range(5)]
-    candidate = histogram(1_920_000, rng)
-    safe = decide(POLICY, 480, candidate, baseline, limit_us=400, interval_us=1000, cpus=4)
+    candidate = histogram(768_000, rng)
+    early = decide(POLICY, 480, histogram(192_000, rng), baseline, limit_us=400,
+                   interval_us=10_000, cpus=4)
+    assert (early.stop, early.outcome) == (False, CONTINUE), early.reason
+    assert early.reason.startswith("no change so far, but too early to vouch for the rest")
+    assert "130× beyond the 1.92e+05 measured" in early.reason
+    safe = decide(POLICY, 1920, candidate, baseline, limit_us=400, interval_us=10_000, cpus=4)
     assert (safe.stop, safe.outcome) == (True, NO_CHANGE), safe.reason
     assert "max_us 400 µs is safe to the cap" in safe.reason
     # the same run against a limit the tail reaches before the cap goes on
-    close = decide(POLICY, 480, candidate, baseline, limit_us=80, interval_us=1000, cpus=4)
+    assert candidate.known_max_us <= 70
+    close = decide(POLICY, 1920, candidate, baseline, limit_us=70, interval_us=10_000, cpus=4)
     assert (close.stop, close.outcome) == (False, CONTINUE)
-    assert "does not keep the rest of the cap under max_us 80 µs" in close.reason
+    assert close.reason.startswith("no change so far, but the tail does not keep the rest of "
+                                   "the cap under max_us 70 µs")
+
+
+# ---------------------------------------------------- early passes (issue 31) ----
+
+# early_pass's own tests: 10 ms on 4 CPUs, so that 32 min are 768 k wake-ups
+AT_32_MIN = 768_000
+
+
+def tailed(n: int, rng: np.random.Generator, *, share: float = 0.0, start: float = 0.0,
+           scale: float = 1.0) -> Histogram:
+    """``histogram``'s source, a ``share`` of whose wake-ups instead take ``start`` µs plus
+    an exponential of ``scale``: a second mode in the tail."""
+    body = rng.lognormal(np.log(15), 0.1, n)
+    values = np.where(rng.random(n) < 0.03, 20 + rng.exponential(4, n), body)
+    values = np.where(rng.random(n) < share, start + rng.exponential(scale, n), values)
+    counts = np.bincount(np.minimum(values.astype(int), 400), minlength=401)
+    return Histogram(counts[:400], int(counts[400]), float(values.max()))
+
+
+def test_a_clean_run_long_enough_is_safe_and_says_what_it_does_not_rule_out():
+    run = tailed(AT_32_MIN, np.random.default_rng(1))
+    verdict = early_pass(POLICY, 1920, run, limit_us=400, interval_us=10_000, cpus=4)
+    assert verdict.safe and verdict.refused == (), verdict.reason
+    assert verdict.extrapolation == pytest.approx(17.5)
+    (b1, l1, h1), (b2, l2, h2) = verdict.fits
+    assert l2 <= b1 <= h2 and max(h1, h2) == verdict.upper_us < 400
+    assert verdict.reason.startswith("max_us 400 µs is safe to the cap by the fitted tail: the "
+                                     "latency the 6.7e+05 wake-ups still to come exceed with "
+                                     f"probability 0.05 is at most {verdict.upper_us:.0f} µs")
+    # the exposure: 3.0 / n per wake-up, per hour at 400 wake-ups a second, and the chance
+    # that a mode that rare strikes in the remaining 28 min
+    rate = -math.log(0.05) / AT_32_MIN
+    assert f"< {rate:.1e} per wake-up ({rate * 400 * 3600:.2g} per hour) at 95 %" in (
+        verdict.reason)
+    assert "a mode rarer than 5.6 per hour is not ruled out" in verdict.reason
+    assert verdict.residual_risk == pytest.approx(-math.expm1(-3.0 * 1680 / 1920), rel=1e-3)
+    assert verdict.reason.endswith("strikes in the remaining 28 min with a chance of up to "
+                                   "93 %")
+    ok, why = limit_safe_to_cap(POLICY, 1920, run, limit_us=400, interval_us=10_000, cpus=4)
+    assert (ok, why) == (True, verdict.reason)
+
+
+def test_a_rare_mode_the_first_minutes_do_not_show_is_no_early_pass():
+    """The Pi 3 of issue 31: its first 4 min bounded the hour far under max_us, and the
+    board went past it later (a mode of its own, independent of the bulk's tail). The
+    first minutes hold nothing of such a mode, so their fit cannot refuse; the
+    extrapolation does: 4 min vouching for 56 reach 280× beyond the wake-ups measured."""
+    rng = np.random.default_rng(2)
+    first = tailed(96_000, rng)
+    # the rest of the hour: one wake-up in 10^5 takes 450-900 µs (the mode starts late)
+    rest = tailed(1_344_000, rng, share=1e-5, start=450, scale=150)
+    assert rest.overflows > 0 and first.known_max_us < 100
+    verdict = early_pass(POLICY, 240, first, limit_us=450, interval_us=10_000, cpus=4)
+    assert not verdict.safe
+    assert verdict.refused[0] == TOO_EARLY
+    # the fitted tail alone vouches for max_us, as the check before issue 31 did
+    assert ABOVE_LIMIT not in verdict.refused and verdict.upper_us < 450
+    assert verdict.reason.startswith(
+        "too early to vouch for the rest of the cap: its 1.3e+06 wake-ups at risk 0.05 need "
+        "the latency exceeded with probability 3.7e-08 per wake-up, 280× beyond the 9.6e+04 "
+        "measured (an early pass extrapolates at most 20×, MAX_EXTRAPOLATION: about 30 min "
+        "of the 60 min cap measured)")
+    assert verdict.extrapolation == pytest.approx(280)
+    # the same at 8 and 16 min; the limit is the same at every look
+    for minutes in (8, 16):
+        later = early_pass(POLICY, minutes * 60, tailed(minutes * 24_000, rng), limit_us=450,
+                           interval_us=10_000, cpus=4)
+        assert TOO_EARLY in later.refused, later.reason
+
+
+def test_a_fit_with_a_warning_is_refused_and_the_reason_names_it():
+    """A second mode in the top of the tail (0.1 % of the wake-ups from 30 µs): the
+    generalised Pareto fit from the p99 does not fit, and says so."""
+    run = tailed(AT_32_MIN, np.random.default_rng(0), share=0.001, start=30, scale=6)
+    verdict = early_pass(POLICY, 1920, run, limit_us=400, interval_us=10_000, cpus=4)
+    assert not verdict.safe and WARNING in verdict.refused
+    fit = tail_estimate(run, None, 0.05 / (1680 * 400))
+    assert fit.warnings and fit.warnings[0].startswith("poor fit")
+    assert f"the tail estimate warns: {'; '.join(fit.warnings)}" in verdict.reason
+
+
+def test_a_bound_that_moves_with_the_threshold_is_refused():
+    """A second, wider mode (0.03 % from 30 µs, scale 10 µs) in the top tenth of the tail:
+    the fit from the p99 fits, but its bound lies outside the interval of the refit from
+    the threshold a tenth of its tail samples lie above."""
+    run = tailed(AT_32_MIN, np.random.default_rng(0), share=0.0003, start=30, scale=10)
+    verdict = early_pass(POLICY, 1920, run, limit_us=400, interval_us=10_000, cpus=4)
+    assert verdict.refused == (UNSTABLE,), verdict.reason
+    (b1, _, h1), (b2, l2, h2) = verdict.fits
+    assert not l2 <= b1 <= h2 and max(h1, h2) < 400
+    assert verdict.reason.startswith(f"the bound moves with the threshold: {b1:.0f} µs [")
+    assert "lies outside the interval of the refit from" in verdict.reason
+    ok, why = limit_safe_to_cap(POLICY, 1920, run, limit_us=400, interval_us=10_000, cpus=4)
+    assert (ok, why) == (False, verdict.reason)
+
+
+def test_too_few_tail_samples_for_the_refit_are_no_early_pass():
+    """The refit needs a tenth of the first fit's tail samples to be 50 or more: a run of
+    30 000 wake-ups has 300 at its p99, too few to check the fit against."""
+    short = SequentialPolicy(window_s=1, cap_s=8)
+    run = tailed(30_000, np.random.default_rng(3))
+    verdict = early_pass(short, 4.5, run, limit_us=400, interval_us=1000, cpus=8)
+    assert verdict.refused == (HIGHER,), verdict.reason
+    assert "too few to refit from a tenth of them (500 needed)" in verdict.reason
+
+
+def test_a_limit_already_exceeded_is_no_early_pass_and_no_limit_or_time_left_is_one():
+    run = tailed(AT_32_MIN, np.random.default_rng(4))
+    over = early_pass(POLICY, 1920, run, limit_us=40, interval_us=10_000, cpus=4)
+    assert over.refused[0] == EXCEEDED
+    assert over.reason.startswith(f"max {run.known_max_us:g} µs already exceeds max_us 40 µs")
+    assert early_pass(POLICY, 1920, run, limit_us=None, interval_us=10_000, cpus=4).safe
+    assert early_pass(POLICY, 3600, run, limit_us=40, interval_us=10_000, cpus=4).reason == (
+        "nothing left to measure")
 
 
 # ------------------------------------------------------------------ AdaptiveCase ----
