@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from rtlab.report.pool import parallel_map
 from rtlab.report.selection import DEFAULT_QUANTILE, Selection
+from rtlab.store.exposure import Exposure, kernel_exposure
 from rtlab.store.query import (
     CaseFigures,
     CaseIdentity,
@@ -246,6 +247,9 @@ class ReportData:
     # groups with something to draw that the cap on figures left out
     left_out: tuple[GroupKey, ...]
     cases_in_store: int
+    # every stored run of each kernel on one board type under one load, pooled
+    # (rtlab.store.exposure), within the selection's boards and flavours
+    exposure: Exposure | None = None
 
     def counts(self) -> dict[str, int]:
         """Verdict counts over the current cases, every verdict named."""
@@ -317,8 +321,9 @@ def collect(session: Session, selection: Selection, *, thresholds: Thresholds | 
     counts = series_counts(session, **filters)
     groups, left_out = _groups(session, filters, rows, counts, measured, overlays, thresholds,
                                selection)
+    exposure = kernel_exposure(session, **filters, thresholds=thresholds)
     return ReportData(selection, now or _now(), tuple(rows), groups, left_out,
-                      sum(total for total, _ in counts.values()))
+                      sum(total for total, _ in counts.values()), exposure)
 
 
 def _policy(thresholds: Thresholds | None, key: SeriesKey) -> StatisticsPolicy | None:

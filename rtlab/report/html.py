@@ -12,6 +12,7 @@ from pathlib import Path
 import attr
 
 from rtlab.report.data import GroupKey, ReportData, Row, group_name, run_parts, series_name
+from rtlab.report.exposure import html_section as exposure_section
 from rtlab.report.summary import longer_hint
 from rtlab.report.traces import trace_link
 from rtlab.verdict.thresholds import format_us
@@ -36,7 +37,8 @@ th, td { border: 1px solid #ddd; padding: 0.25em 0.5em; text-align: left;
          vertical-align: top; }
 th { background: #f3f3f3; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-.verdict { font-weight: bold; padding: 0 0.4em; border-radius: 3px; white-space: nowrap; }
+.verdict, .status { font-weight: bold; padding: 0 0.4em; border-radius: 3px;
+                    white-space: nowrap; }
 .v-pass { background: #dff3df; color: #145214; }
 .v-fail { background: #fbdcdc; color: #8b1111; }
 .v-error { background: #fde9c8; color: #7a4500; }
@@ -265,6 +267,7 @@ def page(data: ReportData, pictures: Mapping[GroupKey, Sequence[Picture]],
         _summary_table(data) if data.rows else "<p>No stored cases match.</p>",
         "<h2>Failing cases</h2>",
         _failing(data, out_dir),
+        exposure_section(data.exposure),
         "<h2>Figures</h2>",
         _figures(data, pictures),
         "<h2>How to read this report</h2>",

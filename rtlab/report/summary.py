@@ -4,6 +4,7 @@ and where the full report is."""
 
 import math
 
+from rtlab.report import exposure as kernel_exposure
 from rtlab.report.data import (
     CompareResult,
     ReportData,
@@ -108,6 +109,8 @@ def markdown(data: ReportData, *, report_link: str | None = None, limit: int = M
             lines += _more(len(listed), limit)
         lines.append("")
 
+    lines += _exposure(data, limit)
+
     if data.left_out:
         lines.append(f"Not plotted (cap of {selection.max_series} series): "
                      + ", ".join(_code(group_name(g)) for g in data.left_out[:limit])
@@ -120,6 +123,33 @@ def markdown(data: ReportData, *, report_link: str | None = None, limit: int = M
     where = f"[report.html]({report_link})" if report_link else "`report.html`"
     lines.append(f"Histograms, trends and overlays: {where} in this job's artifacts.")
     return "\n".join(lines) + "\n"
+
+
+def _exposure(data: ReportData, limit: int) -> list[str]:
+    """Each kernel's pooled exposure on one board type under one load: its failing rows
+    first, then the rest, at most ``limit``."""
+    exposure = data.exposure
+    if exposure is None or not (exposure.rows or exposure.unidentified_count):
+        return []
+    failing = exposure.failing
+    lines = [f"#### {kernel_exposure.TITLE} ({len(exposure.rows)} kernel × board × load, "
+             f"{len(failing)} failing; every stored run pooled)", ""]
+    listed = list(failing) + [row for row in exposure.rows if not row.failed]
+    if listed:
+        lines += ["| kernel | board | load | cases (runs, pipelines) | board-hours | wake-ups "
+                  "| > max\\_us | status |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for row in listed[:limit]:
+            status = ("**FAIL**" if row.failed else md(kernel_exposure.status(row)))
+            lines.append(f"| {_code(row.kernel.short)} | {md(row.board)} | "
+                         f"{md(kernel_exposure.load(row))} | {kernel_exposure.cases(row)} | "
+                         f"{kernel_exposure.hours(row.board_hours)} | {row.wakeups:,} | "
+                         f"{md(kernel_exposure.count(row))} | {status} |")
+        lines += _more(len(listed), limit)
+        lines.append("")
+    sentence = kernel_exposure.left_out(exposure)
+    if sentence:
+        lines += [md(sentence), ""]
+    return lines
 
 
 def _comparison_line(row: Row) -> str:

@@ -12,8 +12,9 @@ neither is an error with its line, since a misspelt flavour would never be looke
 
 A level may also set ``statistics:``, the policy of the statistical verdicts of
 :mod:`rtlab.verdict.tail` and :mod:`rtlab.verdict.comparison` (the exceedance probability of
-the tail bound, the quantile of the regression test, and whether either may fail the
-case); its keys are inherited one by one like the limits. :meth:`Thresholds.statistics` resolves it.
+the tail bound, the quantile of the regression test, whether either may fail the case,
+and the confidence of a kernel's pooled exposure bound, :mod:`rtlab.store.exposure`); its
+keys are inherited one by one like the limits. :meth:`Thresholds.statistics` resolves it.
 """
 
 import math
@@ -43,7 +44,8 @@ TRACE = "trace"
 # the statistics keys and their values where no level sets them (docs/verdicts.md): a
 # regression against an eligible baseline, or a tail bound confidently above max_us, fails
 # the case; an early decision needs 10 passing runs of the same length from 2 boots at least
-# (bench/adaptive_quality.py); a gate tier's unchanged kernels fail 1 pipeline in 100
+# (bench/adaptive_quality.py); a gate tier's unchanged kernels fail 1 pipeline in 100; a
+# kernel's pooled exposure bounds its rate of exceedances of max_us at 95 % confidence
 STATISTICS_DEFAULTS: Mapping[str, float | bool | int] = {
     "exceedance_probability": 1e-6,
     "quantile": 0.999,
@@ -51,6 +53,7 @@ STATISTICS_DEFAULTS: Mapping[str, float | bool | int] = {
     "baseline_runs": 10,
     "baseline_boots": 2,
     "pipeline_false_fail": 0.01,
+    "exposure_confidence": 0.95,
 }
 # the keys that count runs or boots, and the least each may be: a baseline of two runs
 # knows its spread to one degree of freedom, whose fiducial draws overflow the comparison
@@ -123,6 +126,10 @@ class StatisticsPolicy:
     pipeline_false_fail: float = float(STATISTICS_DEFAULTS["pipeline_false_fail"])
     # "thresholds.yaml:42" for each key a level set; a key missing here took its default
     sources: Mapping[str, str] = attr.field(factory=dict, hash=False)
+    # the confidence of the upper bound on a kernel's rate of exceedances of max_us, from
+    # every stored run of it on one board type under one load (rtlab.store.exposure);
+    # after ``sources`` so that the fields before keep their positions
+    exposure_confidence: float = float(STATISTICS_DEFAULTS["exposure_confidence"])
 
 
 @attr.frozen
@@ -183,6 +190,7 @@ class Thresholds:
             baseline_runs=int(values["baseline_runs"]),
             baseline_boots=int(values["baseline_boots"]),
             pipeline_false_fail=float(values["pipeline_false_fail"]), sources=sources,
+            exposure_confidence=float(values["exposure_confidence"]),
         )
 
     def trace(self, board: str, flavour: str, scenario: str,

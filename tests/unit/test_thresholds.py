@@ -215,8 +215,8 @@ def test_unknown_scenario_is_an_error_not_a_silent_fallback(hierarchy):
     ("bad-duplicate-key.yaml", 7, "invalid YAML: found duplicate key \"max_us\""),
     ("bad-syntax.yaml", 7, "invalid YAML: expected ',' or ']'"),
     ("bad-statistics-key.yaml", 9, "unknown key 'gate' in boards.imx6q.flavours.rt.statistics "
-     "(expected one of: baseline_boots, baseline_runs, exceedance_probability, gating, "
-     "pipeline_false_fail, quantile)"),
+     "(expected one of: baseline_boots, baseline_runs, exceedance_probability, "
+     "exposure_confidence, gating, pipeline_false_fail, quantile)"),
     ("bad-statistics-probability.yaml", 12,
      "boards.imx6q.flavours.rt.scenarios.cpu100.statistics.quantile must be a probability "
      "between 0 and 1 (both excluded), got 99.9"),
@@ -282,7 +282,8 @@ def test_file_outside_the_repository_is_named_as_given(tmp_path):
      "thresholds.yaml:3: defaults.statistics.gating must be true or false, got 1"),
     ("defaults:\n  statistics: true\nboards: {}\n",
      "thresholds.yaml:2: defaults.statistics must be a mapping of exceedance_probability, "
-     "quantile, gating, baseline_runs, baseline_boots, pipeline_false_fail, got bool"),
+     "quantile, gating, baseline_runs, baseline_boots, pipeline_false_fail, "
+     "exposure_confidence, got bool"),
     ("defaults:\n  statistics:\n    baseline_runs: 2\nboards: {}\n",
      "thresholds.yaml:3: defaults.statistics.baseline_runs must be a whole number >= 3, got 2"),
     ("defaults:\n  statistics:\n    baseline_boots: 0\nboards: {}\n",
@@ -394,7 +395,7 @@ def test_statistics_default_to_gating_with_an_eligible_baseline_rule(hierarchy):
     assert STATISTICS_DEFAULTS == {"exceedance_probability": tail.DEFAULT_EXCEEDANCE_PROBABILITY,
                                    "quantile": comparison.DEFAULT_QUANTILE, "gating": True,
                                    "baseline_runs": 10, "baseline_boots": 2,
-                                   "pipeline_false_fail": 0.01}
+                                   "pipeline_false_fail": 0.01, "exposure_confidence": 0.95}
 
 
 def test_statistics_keys_are_inherited_one_by_one(statistics):
