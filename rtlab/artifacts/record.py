@@ -42,6 +42,13 @@ CI_VARIABLES = ("CI_PIPELINE_ID", "CI_JOB_ID", "CI_COMMIT_SHA", "CI_COMMIT_REF_N
 _SUITE_FILES = {"test_latency.py": "cyclictest", "test_rttests.py": "rt-test"}
 
 
+# a record's fact that makes it one board's share of a case measured on several boards at
+# once (rtlab.run.pooling); the folder of such records holds REPLICAS_FILE, and the results
+# store files the pooled record beside it instead
+REPLICA_KEY = "replica_of"
+REPLICAS_FILE = "replicas.json"
+
+
 @attr.frozen(kw_only=True)
 class ResultRecord:
     """One test case's record as read (migrated to the current format). The typed fields

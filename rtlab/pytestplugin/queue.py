@@ -4,7 +4,9 @@ record here, because another board measures them. After a case ends in an infras
 error, this place leaves the rest to the others while one of them is still working.
 
 Active with ``--rt-queue URL --rt-plan PLAN`` (``rtlab run --boards N`` passes them); the
-place is the run's ``LG_PLACE``.
+place is the run's ``LG_PLACE``. With ``--rt-replicate`` every place measures every case
+(a share of its budget each, rtlab.run.pooling): the queue then holds one row per case and
+place, which says who measured what, and a place that fails leaves its later shares.
 """
 
 import os
@@ -30,11 +32,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--rt-queue", default=None, metavar="URL",
                     help="results store that holds the plan's shared cases")
     group.addoption("--rt-plan", default=None, help="the plan this place works on")
+    group.addoption("--rt-replicate", action="store_true", default=False,
+                    help="every place of the plan measures every case, a share each "
+                         "(rtlab.run.pooling judges them pooled)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     url, plan = config.option.rt_queue, config.option.rt_plan
     if url is None and plan is None:
+        if config.option.rt_replicate:
+            raise pytest.UsageError("--rt-replicate shares a plan: give --rt-queue and "
+                                    "--rt-plan")
         return
     place = os.environ.get("LG_PLACE")
     if not url or not plan or not place:
@@ -45,6 +53,16 @@ def pytest_configure(config: pytest.Config) -> None:
     from rtlab.store import open_store
 
     config.stash[QUEUE_KEY] = CaseQueue(open_store(url), plan, place)
+
+
+def row_name(config: pytest.Config, name: str) -> str:
+    """The case's row in the plan's queue: the case itself, or in a replicated plan this
+    place's share of it."""
+    if not config.option.rt_replicate:
+        return name
+    from rtlab.run.queue import replica_name
+
+    return replica_name(name, os.environ["LG_PLACE"])
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -68,7 +86,8 @@ def queue_name(item: pytest.Item) -> str | None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     queue = config.stash.get(QUEUE_KEY, None)
     if queue is not None:
-        queue.offer([name for item in items if (name := queue_name(item)) is not None])
+        queue.offer([row_name(config, name) for item in items
+                     if (name := queue_name(item)) is not None])
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -77,6 +96,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     name = queue_name(item)
     if queue is None or name is None:
         return None
+    name = row_name(item.config, name)
     if LEFT_KEY in item.config.stash or not queue.claim(name):
         # another board measures it: nothing of it here, neither JUnit case nor record
         return True

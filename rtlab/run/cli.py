@@ -2,6 +2,7 @@
 lab health|check`` (the places' health; a check is a short run)."""
 
 import argparse
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -30,7 +31,7 @@ def _window(text: str) -> int | None:
 
 def _run(args: argparse.Namespace) -> int:
     from rtlab.run.runner import Selection, Sharing, run_suite
-    from rtlab.store import default_url
+    from rtlab.store import URL_VARIABLE, default_url
 
     if args.boards != 1:
         if args.board is None:
@@ -38,17 +39,32 @@ def _run(args: argparse.Namespace) -> int:
                              "--board, not --place")
         if args.plan is not None:
             raise ValueError("--plan names the plan of one place: give it without --boards")
+        from rtlab.run.pooling import Judging
         from rtlab.run.sharing import run_on_boards
 
+        # how a replicated plan's pooled cases are judged, as a single run judges its own
+        judging = Judging(
+            cap_s=args.duration,
+            thresholds=Path(args.thresholds).resolve() if args.thresholds else None,
+            suite=Path(args.suite).resolve() if args.suite else None,
+            baseline_url=args.baseline_db or os.environ.get(URL_VARIABLE) or None,
+            baseline_ref=(os.environ.get("CI_DEFAULT_BRANCH", "main")
+                          if args.baseline_ref is None else args.baseline_ref),
+            pipeline_jobs=args.pipeline_jobs or 1)
         return run_on_boards(_run_argv(args), board=args.board, boards=args.boards,
                              coordinator=args.coordinator, image=Path(args.image),
-                             out_dir=Path(args.out),
-                             queue=args.queue)
+                             out_dir=Path(args.out), duration_s=args.duration,
+                             window_s=args.window, queue=args.queue, judging=judging,
+                             spread=args.spread, tier=args.tier or None)
     sharing = None
     if args.plan is not None:
-        sharing = Sharing(queue=args.queue or default_url(), plan=args.plan)
+        sharing = Sharing(queue=args.queue or default_url(), plan=args.plan,
+                          replicate=args.spread == "replicate")
     elif args.queue is not None:
         raise ValueError("--queue holds a plan's cases: give --plan with it")
+    elif args.spread is not None:
+        raise ValueError("--spread says how the places of a plan share its cases: give it "
+                         "with --boards (or --plan)")
     # an empty value (a CI variable left empty) means the suite's default, like no option
     selection = Selection(scenarios=args.scenarios or None, intervals=args.intervals or None,
                           rt_tests=args.rt_tests or None, cases=args.cases or None,
@@ -69,14 +85,14 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _run_argv(args: argparse.Namespace) -> list[str]:
-    """The ``rtlab run`` of one place of a shared plan: these arguments, less --boards."""
+    """The ``rtlab run`` of one place of a shared plan: these arguments, less --boards and
+    what rtlab.run.sharing sets per spread (--duration, --window, --out)."""
     argv = ["run", "--board", args.board]
     for option, value in (("--reserve-timeout", args.reserve_timeout), ("--image", args.image),
                           ("--env", args.env), ("--coordinator", args.coordinator),
-                          ("--out", args.out), ("--duration", args.duration),
                           ("--scenarios", args.scenarios), ("--intervals", args.intervals),
                           ("--rt-tests", args.rt_tests), ("--cases", args.cases),
-                          ("--tier", args.tier), ("--window", args.window),
+                          ("--tier", args.tier),
                           ("--baseline-db", args.baseline_db),
                           ("--baseline-ref", args.baseline_ref),
                           ("--pipeline-jobs", args.pipeline_jobs),
@@ -174,8 +190,14 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                      help="with --board: run on N healthy places of the type at once (all: "
                           "every one), sharing the cases, each measured by one place "
                           "(default 1)")
+    run.add_argument("--spread", choices=("shard", "replicate"), default=None,
+                     help="with --boards: shard (each case measured whole by one place) or "
+                          "replicate (each case on every place at once, --duration / N "
+                          "each, judged on the pooled wake-ups with each boot a level of "
+                          "the comparison); default: replicate for --tier gate, else shard")
     run.add_argument("--plan", help="this place works on the plan PLAN with others (each "
-                                    "case measured by one place; --boards makes one)")
+                                    "case measured by one place, or with --spread "
+                                    "replicate a share of every case; --boards makes one)")
     run.add_argument("--queue", metavar="URL",
                      help="the results store holding --plan's cases (default: "
                           "$RTLAB_RESULTS_DB, else sqlite:///results.db; --boards: a "

@@ -156,3 +156,63 @@ def still_queued(store: Store, plan: str) -> int | None:
         states = list(session.scalars(select(QueuedCase.state)
                                       .where(QueuedCase.plan == plan)))
     return sum(state == QUEUED for state in states) if states else None
+
+
+# a case's row of one place when every place measures every case (rtlab.run.pooling)
+REPLICA_SEPARATOR = "@"
+
+
+def replica_name(name: str, place: str) -> str:
+    """The queue row of ``place``'s share of case ``name`` in a replicated plan."""
+    return f"{name}{REPLICA_SEPARATOR}{place}"
+
+
+@attr.frozen
+class PlanReplicas:
+    """A replicated plan as its queue tells it: its cases in order, each place's share of
+    each (its row's state), and each place's own state."""
+
+    cases: tuple[str, ...]
+    rows: dict[tuple[str, str], str]
+    """(case, place) -> the row's state."""
+    workers: dict[str, tuple[str, str | None]]
+    """place -> (its state, why it stopped)."""
+
+    def places(self, name: str) -> list[tuple[str, str]]:
+        """Every place of the plan and the state of its share of ``name`` (``absent``: it
+        never offered the case)."""
+        return [(place, self.rows.get((name, place), "absent")) for place in sorted(self.workers)]
+
+    def why_not(self, place: str, state: str) -> str | None:
+        """Why ``place`` did not finish its share in ``state`` (None: it did)."""
+        worker_state, reason = self.workers.get(place, ("absent", None))
+        if state == DONE:
+            return None
+        if worker_state == STOPPED:
+            return f"it left the plan after an error ({reason})"
+        if state == CLAIMED:
+            return "its runner ended while measuring it"
+        return "it never reached the case"
+
+
+def plan_replicas(store: Store, plan: str) -> PlanReplicas:
+    """The queue of a replicated plan (rows named by :func:`replica_name`)."""
+    with store.session() as session:
+        rows = session.execute(select(QueuedCase.name, QueuedCase.state, QueuedCase.position)
+                               .where(QueuedCase.plan == plan)
+                               .order_by(QueuedCase.position)).all()
+        workers = session.execute(select(PlanWorker.place, PlanWorker.state,
+                                         PlanWorker.reason)
+                                  .where(PlanWorker.plan == plan)).all()
+    cases: list[str] = []
+    states: dict[tuple[str, str], str] = {}
+    for name, state, _ in rows:
+        case, _, place = name.rpartition(REPLICA_SEPARATOR)
+        if not case:
+            raise ValueError(f"plan {plan}: queue row {name!r} is no replica "
+                             f"(case{REPLICA_SEPARATOR}place): the plan was sharded")
+        if case not in cases:
+            cases.append(case)
+        states[(case, place)] = state
+    return PlanReplicas(tuple(cases), states,
+                        {place: (state, reason) for place, state, reason in workers})

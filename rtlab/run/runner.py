@@ -116,6 +116,8 @@ class Selection:
                 args += [option, str(value) if isinstance(value, int) else os.fspath(value)]
         if self.sharing is not None:
             args += ["--rt-queue", self.sharing.queue, "--rt-plan", self.sharing.plan]
+            if self.sharing.replicate:
+                args.append("--rt-replicate")
         return args
 
 
@@ -126,6 +128,9 @@ class Sharing:
 
     queue: str
     plan: str
+    replicate: bool = False
+    """Every place measures every case of the plan, a share of its budget each
+    (rtlab.run.pooling), instead of each case measured by one."""
 
 
 @attr.frozen

@@ -1,6 +1,8 @@
 """``rtlab run --board TYPE --boards N``: every healthy place of a board type on one
 board × flavour at once, sharing its cases (rtlab.run.queue), so that N places finish in
-about 1/N of one place's time.
+about 1/N of one place's time: each case measured whole by one place (``--spread
+shard``), or by every place for 1/N of its budget and judged pooled (``--spread
+replicate``, rtlab.run.pooling).
 
 One ``rtlab run`` per place, each reserving a place of the type through the coordinator
 as a single run does (so people and other jobs still queue as they do), all on one plan
@@ -20,10 +22,17 @@ from pathlib import Path
 
 from rtlab.artifacts.identity import RUN_VARIABLE as CAMPAIGN_RUN_VARIABLE
 from rtlab.artifacts.manifest import image_manifest_for, series_flavour
-from rtlab.artifacts.record import write_record
+from rtlab.artifacts.record import read_record, write_record
 from rtlab.lab.health import healthy_filters
 from rtlab.lab.reservation import LabgridClient, filters_for, matching
 from rtlab.measure.rttests import TESTS
+from rtlab.run.pooling import (
+    Judging,
+    default_spread,
+    mark_replicas,
+    pool_plan,
+    share_of,
+)
 from rtlab.run.queue import Leftover, leftovers, stopped_workers
 from rtlab.run.runner import INTERRUPT_GRACE_S, Sharing
 from rtlab.store import open_store
@@ -62,20 +71,50 @@ def places_to_use(coordinator: str, board: str, boards: int) -> int:
 
 
 def run_on_boards(run_argv: Sequence[str], *, board: str, boards: int, coordinator: str,
-                  image: Path, out_dir: Path, queue: str | None = None) -> int:
-    """``run_argv`` (an ``rtlab run --board …`` command line without --boards) on as many
-    places as :func:`places_to_use` gives, all on one plan; the exit status is the worst
-    of theirs, or 1 where a case was left without a verdict."""
+                  image: Path, out_dir: Path, duration_s: int, judging: Judging,
+                  queue: str | None = None, window_s: int | None = None,
+                  spread: str | None = None, tier: str | None = None) -> int:
+    """``run_argv`` (an ``rtlab run --board …`` command line without --boards, --duration,
+    --window and --out) on as many places as :func:`places_to_use` gives, all on one plan;
+    the exit status is the worst of theirs, or 1 where a case was left without a verdict.
+
+    ``spread`` (None: rtlab.run.pooling.default_spread for ``tier`` and the places found)
+    ``replicate``: every place measures every case for its share of ``duration_s``, into
+    ``out_dir``/replicas, and each case is judged once on all of them by ``judging``
+    (rtlab.run.pooling); ``shard``: each case is measured by one place, for all of it."""
     workers = places_to_use(coordinator, board, boards)
+    replicate = judging if (spread or default_spread(tier, workers)) == "replicate" else None
     out_dir.mkdir(parents=True, exist_ok=True)
     sharing = Sharing(queue=queue or f"sqlite:///{(out_dir / 'plan.db').resolve()}",
-                      plan=default_plan())
+                      plan=default_plan(), replicate=replicate is not None)
+    length = duration_s if replicate is None else share_of(duration_s, workers)
+    where = out_dir if replicate is None else out_dir / "replicas"
     argv = [sys.executable, "-m", "rtlab.cli", *run_argv,
-            "--plan", sharing.plan, "--queue", sharing.queue]
-    print(f"plan {sharing.plan}: {workers} place(s) with board={board} share its cases",
-          flush=True)
+            "--plan", sharing.plan, "--queue", sharing.queue, "--duration", str(length),
+            "--out", str(where)]
+    if window_s is not None:
+        # a share shorter than a window is one window
+        argv += ["--window", str(min(window_s, length))]
+    if replicate is not None:
+        mark_replicas(where, plan=sharing.plan, pooled_into=out_dir / "results")
+        argv += ["--spread", "replicate"]
+        print(f"plan {sharing.plan}: each case on {workers} place(s) with board={board} "
+              f"at once, {length} s each of its {duration_s} s, judged pooled", flush=True)
+    else:
+        print(f"plan {sharing.plan}: {workers} place(s) with board={board} share its cases",
+              flush=True)
     children = [subprocess.Popen(argv, cwd=REPO_ROOT) for _ in range(workers)]
     codes = _wait_all(children)
+    if replicate is not None:
+        pooled = pool_plan(plan=sharing.plan, queue=sharing.queue, replicas_dir=where,
+                           out_dir=out_dir, board=board, boards_planned=workers,
+                           judging=replicate)
+        verdicts = [read_record(path)["verdict"] for path in pooled]
+        if not pooled:
+            print(f"plan {sharing.plan}: no place offered a case: nothing was measured",
+                  flush=True)
+        return max([*codes, 0 if pooled and all(v in ("pass", "skipped") for v in verdicts)
+                    else 1])
     left = write_leftovers(sharing, board=board, image=image, out_dir=out_dir)
     return max([*codes, 1 if left else 0])
 

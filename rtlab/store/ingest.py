@@ -16,7 +16,14 @@ import attr
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
-from rtlab.artifacts.record import SCHEMA, ResultRecord, load_record, record_file_name
+from rtlab.artifacts.record import (
+    REPLICA_KEY,
+    REPLICAS_FILE,
+    SCHEMA,
+    ResultRecord,
+    load_record,
+    record_file_name,
+)
 from rtlab.store.junit import SOURCE as JUNIT_SOURCE
 from rtlab.store.junit import (
     JUnitCase,
@@ -62,6 +69,9 @@ class Inputs:
 
     records: list[ResultRecord]
     junit: list[JUnitSuite]
+    replica_folders: tuple[Path, ...] = ()
+    """Folders of one board's shares of cases measured on several (rtlab.run.pooling),
+    left out: their cases are filed as the pooled records beside them."""
 
 
 def run_key(record: Mapping[str, Any]) -> str:
@@ -96,14 +106,32 @@ def _other_document(path: Path) -> bool:
     return isinstance(schema, str) and schema.split("/")[0] != SCHEMA.split("/")[0]
 
 
+def replica_folders(folder: Path) -> tuple[Path, ...]:
+    """The folders under ``folder`` that hold one board's shares of pooled cases (marked
+    by rtlab.artifacts.record.REPLICAS_FILE)."""
+    return tuple(sorted(marker.parent for marker in folder.rglob(REPLICAS_FILE)
+                        if _visible(marker, folder)))
+
+
+def _in_any(path: Path, folders: Sequence[Path]) -> bool:
+    return any(path.is_relative_to(folder) for folder in folders)
+
+
 def read_folder(folder: Path) -> list[ResultRecord]:
     """Every record under ``folder`` (recursively: pipeline artifacts nest them), each
     checked; a garbled one refuses the whole folder with its file:line. JSON files of
-    another schema are passed over."""
+    another schema are passed over, and so are the replica folders of pooled cases
+    (:func:`replica_folders`): their cases are the pooled records."""
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder}: no such folder of result records")
+    skipped = replica_folders(folder)
+    if folder in skipped:
+        raise ValueError(f"{folder}: one board's shares of cases measured on several boards "
+                         f"({REPLICAS_FILE}); ingest the folder above it, whose pooled "
+                         "records are the cases")
     return [load_record(path) for path in sorted(folder.rglob("*.json"))
-            if _visible(path, folder) and not _other_document(path)]
+            if _visible(path, folder) and not _in_any(path, skipped)
+            and not _other_document(path)]
 
 
 def read_inputs(paths: Sequence[Path]) -> Inputs:
@@ -112,11 +140,15 @@ def read_inputs(paths: Sequence[Path]) -> Inputs:
     refuses the whole ingest, with its file:line."""
     records: list[ResultRecord] = []
     junit: list[JUnitSuite] = []
+    replicas: list[Path] = []
     for path in paths:
         if path.is_dir():
             records += read_folder(path)
+            skipped = replica_folders(path)
+            replicas += skipped
             junit += [suite for xml in sorted(path.rglob("*.xml"))
-                      if _visible(xml, path) and is_junit(xml) for suite in read_junit(xml)]
+                      if _visible(xml, path) and not _in_any(xml, skipped) and is_junit(xml)
+                      for suite in read_junit(xml)]
         elif not path.exists():
             raise FileNotFoundError(f"{path}: no such file or folder of results")
         elif path.suffix == ".json":
@@ -126,7 +158,13 @@ def read_inputs(paths: Sequence[Path]) -> Inputs:
         else:
             raise ValueError(f"{path}: neither a result record (.json) nor a JUnit file "
                              "(.xml)")
-    return Inputs(records, junit)
+    for record in records:
+        if record.get(REPLICA_KEY):
+            raise ValueError(f"{record.name or record.case}: one board's share of a case "
+                             f"measured on several boards ({REPLICA_KEY} "
+                             f"{record.get(REPLICA_KEY)}); ingest the pooled record of its "
+                             "case instead")
+    return Inputs(records, junit, tuple(replicas))
 
 
 def ingest(session: Session, records: Iterable[ResultRecord],

@@ -138,13 +138,24 @@ def series(session: Session) -> list[tuple[str, str, str | None, int | None]]:
                   key=lambda s: (s[0], s[1], s[2] or "", s[3] or 0))
 
 
+def _pooled_places(record: Any) -> str | None:  # noqa: ANN401 - JSON
+    """The places a case measured on several boards at once was judged on (rtlab.run.pooling),
+    as one place is named: ``imx6q-01+imx6q-02``."""
+    if not isinstance(record, dict) or not record.get("replicated"):
+        return None
+    places = [str(b.get("place")) for b in record.get("boards") or []
+              if isinstance(b, dict) and b.get("judged")]
+    return "+".join(places) or None
+
+
 def _row(case: Case, histograms: bool) -> CaseRow:
     run = case.run
     return CaseRow(
         case_id=case.id, run_key=run.run_key, name=case.name, board=case.board,
         flavour=case.flavour, scenario=case.scenario, interval_us=case.interval_us,
         kind=case.kind, verdict=case.verdict, message=case.message,
-        started=_utc(case.started), place=run.place, kernel_release=run.kernel_release,
+        started=_utc(case.started), place=run.place or _pooled_places(case.record),
+        kernel_release=run.kernel_release,
         realtime=run.realtime, pipeline_id=run.pipeline_id, commit_sha=run.commit_sha,
         ref_name=run.ref_name, merge_request_iid=run.merge_request_iid, tier=case.tier,
         cpus=tuple(_cpu(cpu, histograms) for cpu in case.cpus),
@@ -310,7 +321,8 @@ def baseline_runs(session: Session, *, board: str, flavour: str, scenario: str,
             command=tuple(map(str, command)) if isinstance(command, list) else None,
             boot=boot_of(record, stored.run.run_key),
             histogram=(Histogram.merged(histograms)
-                       if histograms and len(histograms) == len(cpus) else None)))
+                       if histograms and len(histograms) == len(cpus) else None),
+            pooled_boots=pooled_boots(record)))
     return found
 
 
@@ -331,6 +343,16 @@ def case_baseline(url: str, *, board: str, flavour: str, scenario: str, interval
         store.close()
     return eligible_baseline(stored, command=command, length_s=cap_s,
                              min_runs=policy.baseline_runs, min_boots=policy.baseline_boots)
+
+
+def pooled_boots(record: Mapping[str, Any]) -> tuple[str, ...]:
+    """The boots a case measured on several boards at once pooled (rtlab.run.pooling: its
+    ``boards`` that were judged); empty for a case of one board."""
+    boards = record.get("boards") if record.get("replicated") else None
+    if not isinstance(boards, list):
+        return ()
+    return tuple(str(board["boot"]) for board in boards
+                 if isinstance(board, Mapping) and board.get("judged") and board.get("boot"))
 
 
 def boot_of(record: Mapping[str, Any], run_key: str) -> str:

@@ -66,6 +66,13 @@ class StoredRun:
     """Which boot of which board measured it (runs of one boot share its offsets)."""
     histogram: Histogram | None
     """Every CPU's wake-ups together (None: the run kept no histogram)."""
+    pooled_boots: tuple[str, ...] = ()
+    """A case measured on several boards at once (rtlab.run.pooling): the boots its
+    histogram pooled (empty: the one ``boot``)."""
+
+    @property
+    def boots(self) -> tuple[str, ...]:
+        return self.pooled_boots or (self.boot,)
 
 
 @attr.frozen
@@ -83,6 +90,8 @@ class Baseline:
     length_s: float
     min_runs: int
     min_boots: int
+    boots_per_run: tuple[int, ...] = ()
+    """How many boots each run of ``histograms`` pooled (empty: one each)."""
 
     @property
     def eligible(self) -> bool:
@@ -132,7 +141,7 @@ def eligible_baseline(runs: Sequence[StoredRun], *, command: Sequence[str], leng
             leave_out("no histogram")
         else:
             kept.append(run)
-    boots = len({run.boot for run in kept})
+    boots = len({boot for run in kept for boot in run.boots})
     why_not = None
     if len(kept) < min_runs or boots < min_boots:
         found = (f"{len(kept)} eligible run{'s' if len(kept) != 1 else ''} from {boots} "
@@ -142,7 +151,8 @@ def eligible_baseline(runs: Sequence[StoredRun], *, command: Sequence[str], leng
                    f"passing runs of the same options and {_length(length_s)} from "
                    f"{min_boots} boots" + (f" (left out: {others})" if others else ""))
     return Baseline(tuple(run.histogram for run in kept if run.histogram is not None), boots,
-                    len(runs), left_out, why_not, length_s, min_runs, min_boots)
+                    len(runs), left_out, why_not, length_s, min_runs, min_boots,
+                    boots_per_run=tuple(len(run.boots) for run in kept))
 
 
 def _length(seconds: float) -> str:

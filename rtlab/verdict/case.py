@@ -131,6 +131,9 @@ class LatencyCase:
     judged: LatencyJudgement | None = None
     window_violations: list[str] = attr.Factory(list)
     broke: bool = False
+    boots: int = 1
+    """How many boots (boards measuring at once, rtlab.run.pooling) the windows pool: the
+    comparison's candidate level (rtlab.verdict.comparison.compare, candidate_boots)."""
 
     @property
     def measured_s(self) -> float:
@@ -174,6 +177,8 @@ class LatencyCase:
                           limit_us=limit.value if limit else None,
                           interval_us=self.plan.interval_us, cpus=len(combined.cpus),
                           no_baseline=self.baseline.why_not or "no baseline",
+                          candidate_boots=self.boots,
+                          baseline_boots=self.baseline.boots_per_run or None,
                           windows=[Histogram.merged(Histogram.from_cpu_result(cpu)
                                                     for cpu in window.cpus)
                                    for window in self.results if window.cpus])
@@ -219,8 +224,9 @@ class LatencyCase:
         wakeups = sum(cpu.cycles for cpu in combined.cpus)
         cpus = len(combined.cpus) + len(combined.no_wakeup)
         limit = self.plan.limits.get("max_us")
-        exposure = (f"{_count(wakeups)} wake-ups ({cpus} CPU{'s' if cpus != 1 else ''}, "
-                    f"{_when(self.measured_s)})")
+        boards = f" × {self.boots} boards" if self.boots > 1 else ""
+        exposure = (f"{_count(wakeups)} wake-ups ({cpus} CPU{'s' if cpus != 1 else ''}"
+                    f"{boards}, {_when(self.measured_s)})")
         if limit is not None:
             told = [f"no wake-up over {format_us(limit.value)} in {exposure}: rate < "
                     f"{rate_bound(wakeups):.1e} per wake-up at {RATE_CONFIDENCE * 100:g} %"]

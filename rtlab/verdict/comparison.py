@@ -82,6 +82,8 @@ def compare(
     margin_relative: float | None = None,
     candidate_windows: Sequence[Histogram] = (),
     baseline_windows: float | None = None,
+    candidate_boots: int = 1,
+    baseline_boots: Sequence[int] | None = None,
 ) -> Comparison:
     """Compare the ``quantile`` (nearest rank) of ``candidate`` with that of the baseline
     runs, merged, by a bootstrap of the difference with the runs' spread as a factor (see
@@ -101,11 +103,27 @@ def compare(
     windows' spread beyond their sampling noise, drawn from its fiducial distribution
     like the runs', enters the candidate as ``1 / w - 1 / baseline_windows`` of it.
     Without two windows that spread is unknown, and nothing is added: an adaptive run
-    compares from several windows on (rtlab.verdict.sequential)."""
+    compares from several windows on (rtlab.verdict.sequential).
+
+    ``candidate_boots``: the candidate is pooled from that many boots (a case measured on
+    several boards at once, rtlab.run.pooling); ``baseline_boots``: the boots each
+    baseline run pooled (default one each). The boot is a level of the comparison: each
+    boot scales its latencies by an offset of its own, so a run pooled from ``b`` boots
+    carries the mean of ``b`` offsets. The runs' spread is read as a per-boot spread
+    (divided by the mean of ``1 / b`` over the runs), and the candidate's offset is drawn
+    with a ``k``-th of it: k boots tell a kernel change from a boot better than one."""
     _check_bootstrap(quantile, confidence, resamples)
     runs = [baseline] if isinstance(baseline, Histogram) else list(baseline)
     if not runs:
         raise ValueError("the baseline has no runs")
+    if not isinstance(candidate_boots, int) or candidate_boots < 1:
+        raise ValueError(f"candidate_boots must be a whole number >= 1, got {candidate_boots!r}")
+    boots = [1] * len(runs) if baseline_boots is None else list(baseline_boots)
+    if len(boots) != len(runs) or any(not isinstance(b, int) or b < 1 for b in boots):
+        raise ValueError(f"baseline_boots must give a whole number >= 1 for each of the "
+                         f"{len(runs)} runs, got {boots}")
+    # the spread of one boot's offset: a run pooled from b boots varies with 1/b of it
+    per_boot = 1 / float(np.mean([1 / b for b in boots]))
     range_us = min(h.range_us for h in (candidate, *runs))
     cand = candidate.clipped(range_us)
     runs = [h.clipped(range_us) for h in runs]
@@ -171,7 +189,8 @@ def compare(
     if len(runs) < 2 and windows:
         draws = rng.standard_normal((2, resamples))
     if len(runs) >= 2 or windows:
-        cand_factor = np.exp(draws[0] * np.sqrt(between + within_run))
+        cand_factor = np.exp(draws[0] * np.sqrt(between * per_boot / candidate_boots
+                                                + within_run))
     # +0.5: a bucket's value is the middle of its 1 µs, which also keeps 0 µs scalable
     diffs = (cand_rep + 0.5) * cand_factor - (base_rep + 0.5) * base_factor
     low, high = (float(v) for v in np.quantile(diffs, [alpha / 2, 1 - alpha / 2]))

@@ -2,13 +2,14 @@
 tests/target, LAVA's logs in rtlab.lava): thresholds, CPUs that never woke, the tail
 estimate where thresholds.yaml makes statistics gating, and the facts a record keeps."""
 
+import datetime
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attr
 
-from rtlab.measure.cyclictest import CpuResult, CyclictestResult, NoWakeup
+from rtlab.measure.cyclictest import CpuResult, CyclictestResult, NoWakeup, SysInfo
 from rtlab.measure.rttests import FunctionalResult, LatencyResult, Verdict
 from rtlab.verdict.histogram import Histogram
 from rtlab.verdict.tail import TailEstimate, tail_estimate
@@ -59,6 +60,38 @@ def cpu_facts(cpu: CpuResult) -> dict[str, Any]:
             for name, p in cpu.percentiles().items()
         }
     return facts
+
+
+def result_of_facts(cpus: Sequence[Mapping[str, Any]], *, source: str, cmdline: str,
+                    started: str, finished: str | None) -> CyclictestResult:
+    """A run read back from a record's ``cpus`` (:func:`cpu_facts`, :func:`no_wakeup_facts`):
+    what the judge needs of it, to judge again a case measured on several boards
+    (rtlab.run.pooling). The run's own header (cyclictest's version, the board's uname)
+    is not in the record and is left empty."""
+    woke, silent = [], []
+    for index, cpu in enumerate(cpus):
+        thread = cpu.get("thread", index)
+        if cpu.get("no_wakeup"):
+            silent.append(NoWakeup(thread=thread, cpu=cpu.get("cpu")))
+            continue
+        histogram = cpu.get("histogram")
+        woke.append(CpuResult(
+            thread=thread, cpu=cpu.get("cpu"), cycles=int(cpu["samples"]),
+            min_us=cpu["min_us"], avg_us=float(cpu["avg_us"]), max_us=cpu["max_us"],
+            histogram=(None if histogram is None
+                       else {int(bucket): int(count) for bucket, count in histogram.items()}),
+            histogram_range_us=cpu.get("histogram_range_us"), overflows=cpu.get("overflows")))
+    ranges = {cpu.histogram_range_us for cpu in woke}
+    start = datetime.datetime.fromisoformat(started)
+    return CyclictestResult(
+        source=source, file_version=0, rt_test_version="", cmdline=cmdline,
+        start_time=start,
+        end_time=datetime.datetime.fromisoformat(finished) if finished else start,
+        return_code=0, sysinfo=SysInfo("", "", "", "", "", False),
+        num_threads=len(woke) + len(silent), resolution_in_ns=0,
+        histogram_range_us=ranges.pop() if len(ranges) == 1 else None,
+        cpus=tuple(sorted(woke, key=lambda c: c.thread)),
+        no_wakeup=tuple(sorted(silent, key=lambda c: c.thread)))
 
 
 def cpu_tail(cpu: CpuResult, thresholds: Mapping[str, Threshold], policy: StatisticsPolicy,

@@ -6,7 +6,12 @@
   names which place measured each case;
 - adaptive cases (`--window`) against that run as the recorded baseline: ineligible (one
   run of another length), so a case runs to its cap and says why; against an eligible
-  baseline ten times faster, a regression fails the case and the run.
+  baseline ten times faster, a regression fails the case and the run;
+- the gate tier (`--tier gate`, two cases here) replicated: each case on both places at
+  once, a share of its budget each, judged once on the pooled result, whose record names
+  both boards and boots; one board panics in its second case, which is judged on the
+  other and says so; the report over both runs (two pipelines) shows the kernel's
+  exposure pooled.
 
 The suite file is the repository's with a 50 ms histogram: emulated latencies are
 milliseconds, and a comparison needs the tail inside the histogram.
@@ -14,6 +19,7 @@ milliseconds, and a comparison needs the tail inside the histogram.
 
 import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -33,8 +39,7 @@ from rtlab.vlab import control
 pytestmark = pytest.mark.vlab
 
 CLIENT = str(Path(sys.executable).parent / "labgrid-client")
-CASES = ["idle/1000us", "cpu25/1000us", "cpu50/1000us", "cpu75/1000us", "cpu100/1000us",
-         "hackbench/1000us"]
+CASES = ["idle/1000us", "cpu50/1000us", "cpu100/1000us", "hackbench/1000us"]
 FAILING = "imx6q-02"
 
 
@@ -73,6 +78,106 @@ def shared_run(vlab, image, tmp_path_factory, wide_suite):
                             f"{TAG_KEY}=", f"{ERRORS_TAG_KEY}="], capture_output=True,
                            check=True)
     return runner.returncode, output, out
+
+
+GATE = ["hackbench/1000us", "cpu100/1000us"]
+EXPOSURE_HEADING = "<h2>Exposure per kernel</h2>"
+# the kernel's row for one load: 2 cases of 2 runs (one of the shared run, one pooled),
+# their board time and wake-ups, no wake-up past max_us, the rate bounds, a pass
+EXPOSURE_ROW = (r'<td>qemu-imx6q<br><span class="small">rt</span></td>'
+                r'<td>{case}<br><span class="small">max_us [^<]+</span></td>'
+                r'<td class="num">2 \(2, \d\)</td><td class="num">[\d.e-]+</td>'
+                r'<td class="num">[\d,]+</td><td class="num">0</td>'
+                r'<td class="num">≤ [\d.e+-]+</td><td class="num">≤ [\d.e+-]+</td>'
+                r'<td><span class="status v-pass">pass</span> rules out a rate above')
+
+
+@pytest.fixture(scope="module")
+def replicated_run(vlab, image, tmp_path_factory, wide_suite, shared_run):
+    """The gate tier of a suite whose gate holds GATE, on both places at once (a pipeline
+    of its own: CI_PIPELINE_ID 902), with a panic injected into the failing place's
+    second case. After shared_run, so that the two never want the same places."""
+    suite = tmp_path_factory.mktemp("gate") / "suite.yaml"
+    text = wide_suite.read_text()
+    gate = "    cases: [hackbench/100us, hackbench/1000us, combined/100us, combined/1000us]\n"
+    assert text.count(gate) == 1
+    suite.write_text(text.replace(gate, f"    cases: [{', '.join(GATE)}]\n"))
+    out = tmp_path_factory.mktemp("replicated") / "out"
+    env = {**os.environ, "CI_PIPELINE_ID": "902", "CI_JOB_ID": "9021"}
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "rtlab.cli", "run", "--board", "qemu-imx6q", "--boards", "2",
+         "--tier", "gate", "--trace", "never", "--image", str(image("imx6q", "rt")),
+         "--out", str(out), "--duration", "12", "--suite", str(suite)],
+        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 600
+        while not any(r.get("place") == FAILING
+                      for r in records_of(out / "replicas" / "results")):
+            assert runner.poll() is None, runner.communicate()[0][-3000:]
+            assert time.monotonic() < deadline, f"{FAILING} measured nothing in 10 min"
+            time.sleep(1)
+        control.inject_fault(vlab, FAILING, "panic", on_console=f"{MARK}started", after_s=3)
+        output, _ = runner.communicate(timeout=900)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+        control.clear_faults(vlab, FAILING)
+        for place in ("imx6q-01", FAILING):
+            subprocess.run([CLIENT, "-x", vlab.coordinator_address, "-p", place, "set-tags",
+                            f"{TAG_KEY}=", f"{ERRORS_TAG_KEY}="], capture_output=True,
+                           check=True)
+    return runner.returncode, output, out
+
+
+def test_a_gate_case_on_both_places_is_judged_pooled_and_a_failed_board_leaves_it(
+        replicated_run):
+    code, output, out = replicated_run
+    records = {r["name"].split("/", 2)[2]: r for r in records_of(out / "results")}
+    assert sorted(records) == sorted(GATE), output[-3000:]
+    both, one = (records[case] for case in GATE)
+    # the first case: measured on both places at once, 6 s each of its 12 s
+    assert both["verdict"] == "pass", both["message"]
+    assert both["message"].startswith("judged on 2 of 2 boards (imx6q-01, imx6q-02): "), \
+        both["message"]
+    assert both["replicated"]["boards_judged"] == 2 and both["replicated"]["share_s"] == 6
+    boards = {b["place"]: b for b in both["boards"]}
+    assert sorted(boards) == ["imx6q-01", FAILING]
+    assert all(b["judged"] and b["samples"] > 0 and b["boot"] for b in boards.values())
+    assert len({b["boot"] for b in boards.values()}) == 2
+    assert both["duration_s"] == sum(b["measured_s"] for b in boards.values())
+    assert sum(cpu["samples"] for cpu in both["cpus"]) == sum(
+        b["samples"] for b in boards.values())
+    # the second: the failing place panicked in it, so it is judged on the other alone
+    assert one["verdict"] == "pass", one["message"]
+    assert one["message"].startswith(
+        f"judged on 1 of 2 boards (imx6q-01); {FAILING} ended in an error: kernel panic"), \
+        one["message"]
+    assert [b["place"] for b in one["boards"] if b["judged"]] == ["imx6q-01"]
+    assert code != 0, "a board's infrastructure error is no clean run"
+    # the replicas stay beside, marked; the pooled cases' JUnit is the job's
+    replicas = records_of(out / "replicas" / "results")
+    assert {(r["place"], r["verdict"]) for r in replicas} >= {(FAILING, "error")}
+    [junit] = out.glob("junit-pooled-*.xml")
+    assert sorted(c.get("name") for c in ET.parse(junit).iter("testcase")) == sorted(
+        f"qemu-imx6q/rt/{case}" for case in GATE)
+
+
+def test_the_report_pools_the_kernels_exposure_over_both_pipelines(shared_run,
+                                                                   replicated_run, tmp_path):
+    db = f"sqlite:///{tmp_path / 'results.db'}"
+    for _, _, out in (shared_run, replicated_run):
+        done = rtlab("results", "ingest", str(out), "--db", db)
+        assert done.returncode == 0, done.stderr[-2000:]
+    done = rtlab("report", "--db", db, "--out", str(tmp_path / "report"))
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert EXPOSURE_HEADING in page
+    section = page[page.index(EXPOSURE_HEADING):]
+    # hackbench/1000us: one case of the shared run, one pooled case of the replicated run
+    assert re.search(EXPOSURE_ROW.format(case=re.escape("hackbench/1000us")), section), \
+        section[:3000]
+    # the pooled case is named by both places it was judged on
+    assert "on imx6q-01+imx6q-02" in page
 
 
 def test_two_places_share_the_cases_and_a_failing_one_leaves_the_rest(shared_run, tmp_path):

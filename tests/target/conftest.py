@@ -252,6 +252,11 @@ def case_baseline(request, board_name, flavour):
         from rtlab.store import URL_VARIABLE
         from rtlab.store.query import case_baseline
 
+        if option.rt_replicate:
+            return no_baseline("one board's share of a case measured on several boards: "
+                               "the pooled case is compared (rtlab.run.pooling)",
+                               length_s=cap_s, min_runs=plan.statistics.baseline_runs,
+                               min_boots=plan.statistics.baseline_boots)
         # the lab's store from the environment (a CI variable, never on a command line)
         url = option.rt_baseline or os.environ.get(URL_VARIABLE)
         if not url:
@@ -333,6 +338,11 @@ def begin_case(request, record, record_xml_attribute, board_name, flavour, place
                 "sd_image_sha256": image_manifest.get("sd_image", {}).get("sha256"),
             },
             "thresholds_flavour": thresholds_flavour,
+            # one board's share of a case every board of the plan measures: the plan's
+            # pooled record is the case (rtlab.run.pooling)
+            **({"replica_of": {"plan": request.config.option.rt_plan,
+                               "share_s": request.config.option.rt_duration}}
+               if request.config.option.rt_replicate else {}),
             # a campaign's kernel variant, and which execution of the campaign this is
             **({"variant": image_manifest["variant"],
                 "campaign_run": os.environ.get(CAMPAIGN_RUN_VARIABLE) or None}

@@ -1,0 +1,284 @@
+"""One case measured on several boards at once, judged on the pooled result.
+
+``rtlab run --board TYPE --boards N --spread replicate`` (the default of the gate tier)
+starts one ``rtlab run`` per place as sharing does, but every place measures every case,
+each for a share of the case's budget (``--duration`` / N): the case gets N boots and N
+boards' wake-ups in the wall time of one share. The places write their *replica* records
+(``replica_of``: the plan) into a folder of their own; afterwards :func:`pool_plan` judges
+each case once, on every board that measured it (rtlab.verdict.case, the one judge):
+
+- the limits on each board's wake-ups (a board past max_us, or a CPU that never woke on
+  one board, fails the case: no other board can undo it);
+- the comparison with the baseline on the pooled histogram, with the boot as a level of
+  the comparison (rtlab.verdict.comparison.compare, ``candidate_boots``);
+- a board that failed mid-case (an infrastructure error: its console, boot or kernel)
+  leaves the case to be judged on the others, and the verdict says so; a case no board
+  measured is an error, never a pass.
+
+The pooled record names every board, its boot and what it measured (``boards``), how the
+case was spread (``replicated``), and is the one record of the case the results store
+files; the replicas stay beside it for who wants to see one board's figures.
+"""
+
+import datetime
+import json
+import os
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attr
+
+from rtlab.artifacts.record import REPLICA_KEY, REPLICAS_FILE, read_record, write_record
+from rtlab.measure.cyclictest import combine
+from rtlab.measure.suite import load_suite
+from rtlab.run.queue import plan_replicas
+from rtlab.store import open_store
+from rtlab.store.query import boot_of, case_baseline
+from rtlab.util.atomic import write_atomic
+from rtlab.verdict.baseline import NEWEST_RUNS, no_baseline
+from rtlab.verdict.case import FAIL, PASS, plan_case
+from rtlab.verdict.judge import result_of_facts
+from rtlab.verdict.junit import (
+    LATENCY_CLASSNAME,
+    RT_TOOL_CLASSNAME,
+    add_verdict,
+    case_properties,
+    write_junit,
+    xml_text,
+)
+from rtlab.verdict.thresholds import load_thresholds
+
+SPREADS = ("shard", "replicate")
+# what a replica measured of its own, not the case's (its boards' kernel and system facts
+# are alike: one image on one board type, so the first board's stand for the case)
+_PER_BOARD = ("cpus", "place", "run_id", "started", "finished", "infrastructure",
+              "load_check", "adaptive", "duration_s", "trace", "baseline", "comparison",
+              "case_confidence", "broke", REPLICA_KEY, "ci", "schema", "verdict", "message",
+              "threads", "functional")
+
+
+def default_spread(tier: str | None, places: int) -> str:
+    """The gate tier replicates each case over the ``places`` found of the type; the full
+    tier, a run of named cases and a lab with one board per type shard whole cases (one
+    board alone keeps its adaptive early decisions)."""
+    return "replicate" if tier == "gate" and places > 1 else "shard"
+
+
+def share_of(duration_s: int, boards: int) -> int:
+    """Each board's share of a case's budget (whole seconds, at least one)."""
+    return max(1, -(-duration_s // boards))
+
+
+def mark_replicas(replicas_dir: Path, *, plan: str, pooled_into: Path) -> None:
+    """Mark the folder of the plan's replicas, so that the results store leaves them out
+    and files the pooled records (rtlab.store.ingest.replica_folders)."""
+    replicas_dir.mkdir(parents=True, exist_ok=True)
+    write_atomic(replicas_dir / REPLICAS_FILE, json.dumps({
+        "schema": "rtlab.replicas/1", "plan": plan,
+        "pooled_into": os.path.relpath(pooled_into, replicas_dir)}, indent=1) + "\n")
+
+
+@attr.frozen
+class Judging:
+    """What the pooled latency cases are judged by, as a single run would judge them."""
+
+    cap_s: int
+    thresholds: Path | None = None
+    suite: Path | None = None
+    baseline_url: str | None = None
+    baseline_ref: str | None = None
+    baseline_runs: int = NEWEST_RUNS
+    pipeline_jobs: int = 1
+
+
+@attr.frozen
+class Replica:
+    """One board's part of a case: its record (None: the board never wrote one)."""
+
+    place: str
+    state: str
+    record: dict[str, Any] | None
+    why_not: str | None = None
+    """Why the board did not measure its share (it left the plan, or never began)."""
+
+    @property
+    def measured(self) -> bool:
+        return self.record is not None and self.record["verdict"] in (PASS, FAIL)
+
+
+def pool_plan(*, plan: str, queue: str, replicas_dir: Path, out_dir: Path, board: str,
+              boards_planned: int, judging: Judging) -> list[Path]:
+    """The pooled record and JUnit case of every case of ``plan``; returns the records
+    written (into ``out_dir``/results)."""
+    store = open_store(queue)
+    try:
+        shares = plan_replicas(store, plan)
+    finally:
+        store.close()
+    records = [read_record(path) for path in sorted((replicas_dir / "results").glob("*.json"))]
+    mine = [r for r in records if (r.get(REPLICA_KEY) or {}).get("plan") == plan]
+    if not shares.cases:
+        return []
+    thresholds = load_thresholds(judging.thresholds, load_suite(judging.suite))
+    latency_cases = sum(1 for name in shares.cases if "/" in name)
+    written: list[tuple[dict[str, Any], Path]] = []
+    for name in shares.cases:
+        replicas = []
+        for place, state in shares.places(name):
+            found = [r for r in mine if r.get("place") == place
+                     and r.get("name", "").split("/", 2)[-1] == name]
+            replicas.append(Replica(place, state, found[-1] if found else None,
+                                    shares.why_not(place, state)))
+        record = pool_case(name, replicas, board=board, boards_planned=boards_planned,
+                           plan=plan, thresholds=thresholds, judging=judging,
+                           cases=max(latency_cases, 1) * judging.pipeline_jobs)
+        written.append((record, write_record(out_dir / "results", record)))
+    write_junit(out_dir / f"junit-pooled-{os.getpid()}.xml", _junit(written))
+    return [path for _, path in written]
+
+
+def pool_case(name: str, replicas: Sequence[Replica], *, board: str, boards_planned: int,
+              plan: str, thresholds: Any, judging: Judging,  # noqa: ANN401 - Thresholds
+              cases: int) -> dict[str, Any]:
+    """The one record of case ``name`` from its boards' replicas."""
+    measured = [r for r in replicas if r.measured]
+    left = [r for r in replicas if not r.measured]
+    base = measured[0].record if measured else next(
+        (r.record for r in replicas if r.record is not None), None)
+    facts = {k: v for k, v in (base or {}).items() if k not in _PER_BOARD}
+    started = [r.record["started"] for r in replicas if r.record is not None]
+    finished = [r.record.get("finished") or r.record["started"]
+                for r in replicas if r.record is not None]
+    now = datetime.datetime.now(datetime.UTC).isoformat()
+    scenario, _, interval = name.partition("/")
+    kind = (base or {}).get("kind") or ("cyclictest" if interval else "rt-test")
+    record: dict[str, Any] = {
+        "name": f"{board}/{(base or {}).get('flavour', 'unknown')}/{name}",
+        "board": board, "scenario": scenario,
+        "interval_us": int(interval[:-2]) if interval else None,
+        **facts, "kind": kind, "case": f"plan {plan}: {name}",
+        "place": None, "run_id": f"{plan}:pooled",
+        "started": min(started, default=now), "finished": max(finished, default=now),
+        "replicated": {"plan": plan, "boards_planned": boards_planned,
+                       "boards_judged": len(measured),
+                       "share_s": share_of(judging.cap_s, boards_planned),
+                       "cap_s": judging.cap_s},
+        "boards": [_board_facts(r) for r in replicas],
+    }
+    never = boards_planned - len(replicas)
+    lost = "; ".join([*(f"{r.place} {_lost(r)}" for r in left),
+                      *([f"{never} place(s) never began the plan"] if never > 0 else [])])
+    if not measured:
+        why = lost or f"no board of the plan's {boards_planned} began the case"
+        return {**record, "verdict": "error", "duration_s": 0,
+                "message": f"not measured on any board: {why}"}
+    on = (f"judged on {len(measured)} of {boards_planned} boards "
+          f"({', '.join(r.place for r in measured)})"
+          + (f"; {lost}" if lost else ""))
+    if kind != "cyclictest":
+        return {**record, **_pooled_tool(measured, on)}
+    return {**record, **_pooled_latency(measured, on, thresholds=thresholds,
+                                        judging=judging, cases=cases)}
+
+
+def _pooled_latency(measured: Sequence[Replica], on: str, *, thresholds: Any,  # noqa: ANN401
+                    judging: Judging, cases: int) -> dict[str, Any]:
+    first = measured[0].record
+    assert first is not None
+    plan = plan_case(thresholds, board=first["board"],
+                     flavour=first.get("thresholds_flavour") or first["flavour"],
+                     scenario=first["scenario"], interval_us=first["interval_us"])
+    command = [str(word) for word in first.get("command") or []]
+    statistics = plan.statistics
+    if judging.baseline_url:
+        baseline = case_baseline(judging.baseline_url, board=first["board"],
+                                 flavour=first["flavour"], scenario=plan.scenario,
+                                 interval_us=plan.interval_us, command=command,
+                                 cap_s=judging.cap_s, policy=statistics,
+                                 ref=judging.baseline_ref or None, runs=judging.baseline_runs)
+    else:
+        baseline = no_baseline("no results store to take a baseline from (--baseline-db, "
+                               "$RTLAB_RESULTS_DB)", length_s=judging.cap_s,
+                               min_runs=statistics.baseline_runs,
+                               min_boots=statistics.baseline_boots)
+    results = []
+    for replica in measured:
+        record = replica.record
+        assert record is not None
+        results.append(result_of_facts(record.get("cpus") or [], source=replica.place,
+                                       cmdline=" ".join(command), started=record["started"],
+                                       finished=record.get("finished")))
+    board_time = float(sum(float(r.record["duration_s"] or 0) for r in measured if r.record))
+    case = plan.measure(window_s=board_time, cap_s=board_time, baseline=baseline, cases=cases)
+    case.boots = len(measured)
+    case.add(combine(results))
+    outcome = case.outcome()
+    # a board that failed on its own (a CPU that never woke there, a limit) fails the case
+    # whatever the others measured
+    failed = [f"{r.place}: {r.record['message']}" for r in measured
+              if r.record and r.record["verdict"] == FAIL]
+    verdict = FAIL if failed or outcome.verdict == FAIL else PASS
+    reasons = [outcome.message] if outcome.verdict == FAIL else []
+    reasons += [why for why in failed if why not in reasons]
+    message = "; ".join(reasons) if verdict == FAIL else outcome.message
+    return {**plan.facts(), **case.record_facts(), "duration_s": board_time,
+            "verdict": verdict, "message": f"{on}: {message}"}
+
+
+def _pooled_tool(measured: Sequence[Replica], on: str) -> dict[str, Any]:
+    verdicts = [r.record["verdict"] for r in measured if r.record]
+    failed = [f"{r.place}: {r.record['message']}" for r in measured
+              if r.record and r.record["verdict"] == FAIL]
+    verdict = FAIL if failed else PASS if PASS in verdicts else "skipped"
+    told = "; ".join(failed) if failed else "; ".join(
+        f"{r.place}: {r.record['message']}" for r in measured if r.record)
+    return {"verdict": verdict, "message": f"{on}: {told}",
+            "duration_s": sum(float(r.record.get("duration_s") or 0)
+                              for r in measured if r.record)}
+
+
+def _board_facts(replica: Replica) -> dict[str, Any]:
+    record = replica.record
+    if record is None:
+        return {"place": replica.place, "judged": False, "verdict": None,
+                "message": replica.why_not or "no record"}
+    cpus = [cpu for cpu in record.get("cpus") or [] if not cpu.get("no_wakeup")]
+    return {"place": replica.place, "judged": replica.measured,
+            "boot": boot_of(record, str(record.get("run_id") or replica.place)),
+            "run_id": record.get("run_id"), "verdict": record["verdict"],
+            "message": record["message"], "measured_s": record.get("duration_s"),
+            "samples": sum(int(cpu.get("samples") or 0) for cpu in cpus),
+            "max_us": max((cpu["max_us"] for cpu in cpus if cpu.get("max_us") is not None),
+                          default=None)}
+
+
+def _lost(replica: Replica) -> str:
+    if replica.record is not None:
+        return f"ended in an {replica.record['verdict']}: {replica.record['message']}"
+    return f"did not measure it: {replica.why_not or 'no record'}"
+
+
+def _junit(written: Sequence[tuple[Mapping[str, Any], Path]]) -> ET.Element:
+    root = ET.Element("testsuites", name="rtlab run")
+    count = {v: sum(1 for r, _ in written if r["verdict"] == v) for v in
+             ("fail", "error", "skipped")}
+    suite = ET.SubElement(root, "testsuite", {
+        "name": "cases pooled over the boards", "errors": str(count["error"]),
+        "failures": str(count["fail"]), "skipped": str(count["skipped"]),
+        "tests": str(len(written)), "time": "0.000",
+        "timestamp": min((r["started"] for r, _ in written), default="")})
+    for record, path in written:
+        element = ET.SubElement(suite, "testcase", {
+            "classname": RT_TOOL_CLASSNAME if record["kind"] == "rt-test"
+            else LATENCY_CLASSNAME,
+            "name": xml_text(record["name"]),
+            "time": f"{float(record.get('duration_s') or 0):.3f}"})
+        figures = ET.SubElement(element, "properties")
+        for key, value in case_properties(record, path):
+            ET.SubElement(figures, "property", name=xml_text(key), value=xml_text(value))
+        boards = ", ".join(f"{b['place']}" for b in record["boards"] if b.get("judged"))
+        ET.SubElement(figures, "property", name="boards", value=xml_text(boards))
+        add_verdict(element, record["verdict"], record["message"])
+    return root
