@@ -37,7 +37,7 @@ lint: bootstrap
 # FULL=1: also the slow virtual-rack tests marked `full` (pyproject.toml), which make test
 # leaves out to stay within its 45 minutes (docs/developer-guide.md)
 test: bootstrap lint
-	$(VENV)/pytest -ra $(if $(FULL),,-m "not full")
+	$(VENV)/pytest -ra --durations=25 $(if $(FULL),,-m "not full")
 
 # tests/kernel is outside pytest's testpaths; -s shows the build's progress as it runs.
 # (The bootstrap's kernel-source step installs the cross toolchain and prepares the tree.)

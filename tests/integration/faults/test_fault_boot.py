@@ -39,6 +39,9 @@ def test_silent_board_is_an_error_that_says_so(vlab, run_with_faults):
     assert_cleaned_up(vlab, sdmux="dut")
 
 
+# the boot retry loop runs in make test by test_silent_board_is_an_error_that_says_so and
+# test_fault_boot_panic (every attempt failing); a slow first boot outlasted here, in FULL=1
+@pytest.mark.full
 def test_slow_boot_is_retried_with_a_power_cycle_and_then_measured(vlab, run_with_faults):
     # the first boot stays silent longer than the strategy waits; the second is normal
     run = run_with_faults([("slow-boot", {"times": 1, "seconds": 25})], login_timeout=60,
