@@ -1,6 +1,7 @@
-"""Latency sources that the verdict was not built on, for bench/adaptive_quality.py: bursts,
-one noisy CPU, a rare independent mode, and boards modelled on the real cyclictest outputs of
-../shared/data/real-cyclictest/ (each CPU its own recorded shape).
+"""Latency sources that the verdict was not built on, for bench/adaptive_quality.py and
+bench/rack_strength.py: bursts, one noisy CPU, a rare independent mode, boards modelled on
+the real cyclictest outputs of ../shared/data/real-cyclictest/ (each CPU its own recorded
+shape), and boots that vary the tail's scale; and the changes a kernel makes to them.
 
 bench/verdict_quality.py's sources are one distribution for every CPU and every minute: a
 body and one GPD tail, the whole run varied by one scale and tail weight. A board is not
@@ -20,10 +21,24 @@ like that, and each family here breaks one of those assumptions:
   rtlab.verdict.tail fits, overflows censored; the case's wake-ups come from every
   column equally. A recording is one boot, so the run-to-run spread is the same assumed
   3 % scale and 10 % tail weight as the synthetic sources.
+* **boot-to-boot tail** (``tail_sd``, bench/rack_strength.py): each boot (each run) also
+  scales the tail's GPD scale by its own lognormal offset (log-sd 0.05 or 0.10), on top of
+  the run's latency scale and tail weight: the spread a rack's boards and boots showed
+  (issue 31), which one board's hour cannot average away.
+
+A kernel's change to a family is a :class:`Change`: the tail's scale × a factor, the body
+(below the tail's threshold) × a factor with the tail's excesses unchanged in µs, and a
+rare second mode that lands above max_us at so many events per board-hour (independent
+Poisson events, the candidate's only). :func:`boot` draws one board's boot of a family
+running a changed kernel; it samples windows as a Model does, so that
+bench/adaptive_quality.py's ``one_run`` takes it.
 
 A family samples exactly as a verdict_quality Model (``run_variation``, ``run_histogram``
 for one window of a run, ``histogram`` for a whole run of WINDOWS windows, ``maxima``
-exactly for the max gate and the tuned max_us), so the benches take either.
+exactly for the max gate and the tuned max_us), so the benches take either. A family with
+``tail_sd`` draws its boot's tail offset inside ``histogram`` and ``maxima``; a caller that
+samples the windows of a run itself (``run_histogram``) draws it with ``boot_tail`` (or
+uses :func:`boot`).
 """
 
 from __future__ import annotations
@@ -66,6 +81,15 @@ class Family:
     rare_high_us: float = 0.0
     scale_sd: float = vq.RUN_SCALE_SD
     weight_sd: float = vq.RUN_TAIL_WEIGHT_SD
+    # boot to boot, the sd of the log of a factor on the tail's scale (0: none)
+    tail_sd: float = 0.0
+
+    def boot_tail(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        """Each boot's factor on the tail's scale (ones, drawing nothing, without
+        ``tail_sd``: the families before it keep their random streams)."""
+        if not self.tail_sd:
+            return np.ones(size)
+        return np.exp(rng.normal(0, self.tail_sd, size))
 
     def run_variation(self, rng: np.random.Generator,
                       size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -81,6 +105,7 @@ class Family:
     def histogram(self, n: int, rng: np.random.Generator, tail: float = 1.0) -> Histogram:
         """A whole run of n wake-ups: WINDOWS windows, a binomial number of them bursts."""
         scale, weight = (float(v[0]) for v in self.run_variation(rng, 1))
+        tail = tail * float(self.boot_tail(rng, 1)[0])
         bursts = int(rng.binomial(WINDOWS, self.burst_share)) if self.burst_share else 0
         in_bursts = n * bursts // WINDOWS
         parts = [self._part(n - in_bursts, rng, scale, weight, tail, False)]
@@ -100,15 +125,7 @@ class Family:
         if not rare:
             return hist
         values = np.floor(rng.uniform(self.rare_low_us, self.rare_high_us, rare) * scale)
-        counts = hist.counts.copy()
-        inside = values[values < vq.RANGE_US].astype(int)
-        np.add.at(counts, inside, 1)
-        overflows = hist.overflows + int((values >= vq.RANGE_US).sum())
-        # the window's max stays unknown where an overflow of the tail left it unknown
-        known = hist.known_max_us
-        max_us = (None if known is None and hist.overflows
-                  else max(known or 0.0, float(values.max())))
-        return Histogram(counts, overflows, max_us)
+        return with_values(hist, values)
 
     def _shares(self, n: int) -> list[int]:
         base, extra = divmod(n, len(self.cpus))
@@ -119,6 +136,7 @@ class Family:
         """The max of a run of n wake-ups, exactly, for ``trials`` runs (each its own
         variation and its own count of burst windows)."""
         scale, weight = self.run_variation(rng, trials)
+        tails = tail * self.boot_tail(rng, trials)
         bursts = (rng.binomial(WINDOWS, self.burst_share, trials) if self.burst_share
                   else np.zeros(trials, dtype=int))
         # each CPU's max, then the rare mode's (its count is Poisson, its largest value
@@ -128,9 +146,9 @@ class Family:
             if not share:
                 continue
             in_bursts = share * bursts // WINDOWS
-            for count, w, t in ((share - in_bursts, weight, tail),
+            for count, w, t in ((share - in_bursts, weight, tails),
                                 (in_bursts, weight * self.burst_weight,
-                                 tail * self.burst_tail)):
+                                 tails * self.burst_tail)):
                 s = -np.expm1(np.log(rng.random(trials)) / np.maximum(count, 1))
                 value = np.floor(cpu.quantile_sf(s, scale, w, t))
                 best = np.maximum(best, np.where(count > 0, value, 0.0))
@@ -140,6 +158,87 @@ class Family:
                 rng.random(trials) ** (1 / np.maximum(rare, 1)))
             best = np.maximum(best, np.where(rare > 0, np.floor(top * scale), 0.0))
         return best
+
+
+def with_values(hist: Histogram, values: np.ndarray) -> Histogram:
+    """``hist`` with wake-ups of the given latencies (µs, whole) added: past the range as
+    overflows, the max raised to theirs (it stays unknown where an overflow of the tail
+    left it unknown)."""
+    counts = hist.counts.copy()
+    inside = values[values < vq.RANGE_US].astype(int)
+    np.add.at(counts, inside, 1)
+    overflows = hist.overflows + int((values >= vq.RANGE_US).sum())
+    known = hist.known_max_us
+    max_us = (None if known is None and hist.overflows
+              else max(known or 0.0, float(values.max())))
+    return Histogram(counts, overflows, max_us)
+
+
+@attr.frozen
+class Change:
+    """What a kernel change does to a board's latencies (the candidate's, never the
+    baseline's): the tail's scale × ``tail``; the body × ``body`` with the tail's excesses
+    over its threshold unchanged in µs (the threshold moves with the body, so every
+    quantile moves by the same µs as the threshold: a slower fast path, not a wider
+    tail); and a second mode of ``spikes_per_hour`` independent events per board-hour,
+    each one wake-up uniformly between max_us + 1 µs and 1.5 × max_us (every one past the
+    limit)."""
+
+    name: str
+    tail: float = 1.0
+    body: float = 1.0
+    spikes_per_hour: float = 0.0
+
+    @property
+    def unchanged(self) -> bool:
+        return self.tail == 1.0 and self.body == 1.0 and not self.spikes_per_hour
+
+
+UNCHANGED = Change("A/A")
+
+
+@attr.frozen
+class Boot:
+    """One board's boot of a family running a changed kernel: the boot's offset of the
+    tail's scale drawn once (:func:`boot`), the run's latency scale and tail weight drawn
+    by ``run_variation`` as a Model's; ``run_histogram`` samples one window of n
+    wake-ups, so bench/adaptive_quality.py's ``one_run`` takes it as its model."""
+
+    family: Family
+    change: Change
+    tail: float
+    """The boot's factor on the tail's scale (Family.boot_tail)."""
+    spike_rate: float
+    """The change's second mode, events per wake-up."""
+    spike_low_us: float
+    spike_high_us: float
+
+    def run_variation(self, rng: np.random.Generator,
+                      size: int) -> tuple[np.ndarray, np.ndarray]:
+        return self.family.run_variation(rng, size)
+
+    def run_histogram(self, n: int, rng: np.random.Generator, scale: float, weight: float,
+                      tail: float = 1.0) -> Histogram:
+        body = self.change.body
+        # the whole latency × body and the tail's scale ÷ body: the body moves, the tail's
+        # excesses (in µs) stay
+        hist = self.family.run_histogram(n, rng, scale * body, weight,
+                                         tail * self.tail * self.change.tail / body)
+        spikes = int(rng.poisson(n * self.spike_rate)) if self.spike_rate else 0
+        if not spikes:
+            return hist
+        values = np.floor(rng.uniform(self.spike_low_us, self.spike_high_us, spikes))
+        return with_values(hist, values)
+
+
+def boot(family: Family, change: Change, rng: np.random.Generator, *, limit_us: float,
+         interval_us: float, cpus: int) -> Boot:
+    """A fresh boot of ``family``'s board running a kernel with ``change``: its tail
+    offset drawn, the change's second mode as a rate per wake-up at ``interval_us`` on
+    ``cpus`` CPUs, landing above ``limit_us``."""
+    per_hour = 3600e6 / interval_us * cpus
+    return Boot(family, change, float(family.boot_tail(rng, 1)[0]),
+                change.spikes_per_hour / per_hour, limit_us + 1, 1.5 * limit_us + 1)
 
 
 def real_cpu(name: str, counts: np.ndarray, overflows: int, max_us: float | None) -> vq.Model:
@@ -166,14 +265,28 @@ def real(name: str, file: str, columns: tuple[int, ...] | None = None) -> Family
                   "wake-ups each)", cpus)
 
 
-def families() -> list[Family]:
-    light = vq.synthetic("light", median=15, spread=0.12, zeta=0.03, shape=0.1, scale=3.0)
+def _light() -> vq.Model:
+    """verdict_quality's light synthetic source (ξ = 0.1)."""
+    return vq.synthetic("light", median=15, spread=0.12, zeta=0.03, shape=0.1, scale=3.0)
+
+
+def _bursts(light: vq.Model) -> Family:
+    return Family("bursts (5 % of minutes: tail weight × 5, scale × 2)", (light,),
+                  burst_share=0.05, burst_weight=5.0, burst_tail=2.0)
+
+
+def _noisy_cpu(light: vq.Model) -> Family:
     noisy = vq.synthetic("noisy", median=15, spread=0.12, zeta=0.06, shape=0.25, scale=3.0)
+    return Family("one noisy CPU (3 light, 1 with ξ=0.25 and twice the tail weight)",
+                  (light, light, light, noisy))
+
+
+def families() -> list[Family]:
+    """bench/adaptive_quality.py's families (their order is its --sources numbering)."""
+    light = _light()
     return [
-        Family("bursts (5 % of minutes: tail weight × 5, scale × 2)", (light,),
-               burst_share=0.05, burst_weight=5.0, burst_tail=2.0),
-        Family("one noisy CPU (3 light, 1 with ξ=0.25 and twice the tail weight)",
-               (light, light, light, noisy)),
+        _bursts(light),
+        _noisy_cpu(light),
         Family("rare mode (1 in 10^9 wake-ups takes 150-400 µs)", (light,),
                rare_rate=1e-9, rare_low_us=150.0, rare_high_us=400.0),
         real("real civcode 4-core", "civcode-4core-h400/output.txt"),
@@ -182,11 +295,31 @@ def families() -> list[Family]:
     ]
 
 
+BOOT_TAIL_SDS = (0.05, 0.10)
+
+
+def rack_families() -> list[Family]:
+    """bench/rack_strength.py's families: the light synthetic source, bursts, one noisy CPU,
+    the real civcode 4-core board (4 CPUs, like the rack's boards), and the light source
+    whose every boot scales its tail by its own offset (log-sd 0.05 and 0.10)."""
+    light = _light()
+    plain = Family("light synthetic (ξ = 0.1)", (light,))
+    return [
+        plain,
+        _bursts(light),
+        _noisy_cpu(light),
+        real("real civcode 4-core", "civcode-4core-h400/output.txt"),
+        *(attr.evolve(plain, name=f"light, boots vary the tail's scale (sd {sd:.2f})",
+                      tail_sd=sd) for sd in BOOT_TAIL_SDS),
+    ]
+
+
 def check() -> None:
     """Each family's whole-run sampler and its exact maxima agree (a smoke check for
     ``python bench/latency_families.py``): the median max of 200 short runs of each."""
     rng = np.random.default_rng(1)
-    for family in families():
+    chosen = {f.name: f for f in (*families(), *rack_families())}
+    for family in chosen.values():
         n = 10**5
         sampled = [family.histogram(n, rng).known_max_us for _ in range(200)]
         exact = family.maxima(n, 2000, rng)
