@@ -23,8 +23,7 @@ files; the replicas stay beside it for who wants to see one board's figures.
 import datetime
 import json
 import os
-import xml.etree.ElementTree as ET
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,17 +39,9 @@ from rtlab.util.atomic import write_atomic
 from rtlab.verdict.baseline import NEWEST_RUNS, no_baseline
 from rtlab.verdict.case import FAIL, PASS, plan_case
 from rtlab.verdict.judge import result_of_facts
-from rtlab.verdict.junit import (
-    LATENCY_CLASSNAME,
-    RT_TOOL_CLASSNAME,
-    add_verdict,
-    case_properties,
-    write_junit,
-    xml_text,
-)
+from rtlab.verdict.junit import records_junit, write_junit
 from rtlab.verdict.thresholds import load_thresholds
 
-SPREADS = ("shard", "replicate")
 # what a replica measured of its own, not the case's (its boards' kernel and system facts
 # are alike: one image on one board type, so the first board's stand for the case)
 _PER_BOARD = ("cpus", "place", "run_id", "started", "finished", "infrastructure",
@@ -135,7 +126,8 @@ def pool_plan(*, plan: str, queue: str, replicas_dir: Path, out_dir: Path, board
                            plan=plan, thresholds=thresholds, judging=judging,
                            cases=max(latency_cases, 1) * judging.pipeline_jobs)
         written.append((record, write_record(out_dir / "results", record)))
-    write_junit(out_dir / f"junit-pooled-{os.getpid()}.xml", _junit(written))
+    write_junit(out_dir / f"junit-pooled-{os.getpid()}.xml",
+                records_junit(written, label="cases pooled over the boards"))
     return [path for _, path in written]
 
 
@@ -258,27 +250,3 @@ def _lost(replica: Replica) -> str:
     if replica.record is not None:
         return f"ended in an {replica.record['verdict']}: {replica.record['message']}"
     return f"did not measure it: {replica.why_not or 'no record'}"
-
-
-def _junit(written: Sequence[tuple[Mapping[str, Any], Path]]) -> ET.Element:
-    root = ET.Element("testsuites", name="rtlab run")
-    count = {v: sum(1 for r, _ in written if r["verdict"] == v) for v in
-             ("fail", "error", "skipped")}
-    suite = ET.SubElement(root, "testsuite", {
-        "name": "cases pooled over the boards", "errors": str(count["error"]),
-        "failures": str(count["fail"]), "skipped": str(count["skipped"]),
-        "tests": str(len(written)), "time": "0.000",
-        "timestamp": min((r["started"] for r, _ in written), default="")})
-    for record, path in written:
-        element = ET.SubElement(suite, "testcase", {
-            "classname": RT_TOOL_CLASSNAME if record["kind"] == "rt-test"
-            else LATENCY_CLASSNAME,
-            "name": xml_text(record["name"]),
-            "time": f"{float(record.get('duration_s') or 0):.3f}"})
-        figures = ET.SubElement(element, "properties")
-        for key, value in case_properties(record, path):
-            ET.SubElement(figures, "property", name=xml_text(key), value=xml_text(value))
-        boards = ", ".join(f"{b['place']}" for b in record["boards"] if b.get("judged"))
-        ET.SubElement(figures, "property", name="boards", value=xml_text(boards))
-        add_verdict(element, record["verdict"], record["message"])
-    return root

@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import uuid
-import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -37,14 +36,7 @@ from rtlab.run.queue import Leftover, leftovers, stopped_workers
 from rtlab.run.runner import INTERRUPT_GRACE_S, Sharing
 from rtlab.store import open_store
 from rtlab.util.paths import REPO_ROOT
-from rtlab.verdict.junit import (
-    LATENCY_CLASSNAME,
-    RT_TOOL_CLASSNAME,
-    add_verdict,
-    case_properties,
-    write_junit,
-    xml_text,
-)
+from rtlab.verdict.junit import records_junit, write_junit
 
 PLAN_VARIABLE = "RTLAB_PLAN"
 
@@ -169,7 +161,8 @@ def write_leftovers(sharing: Sharing, *, board: str, image: Path, out_dir: Path)
                         **identity})
     paths = [write_record(out_dir / "results", record) for record in records]
     write_junit(out_dir / f"junit-unmeasured-{os.getpid()}.xml",
-                _junit(records, paths, label="unmeasured cases of the plan"))
+                records_junit(list(zip(records, paths, strict=True)),
+                              label="unmeasured cases of the plan"))
     return paths
 
 
@@ -189,21 +182,3 @@ def _leftover_record(case: Leftover, *, board: str, flavour: str, plan: str,
             "interval_us": int(interval[:-2]) if interval else None, "started": now,
             "finished": now, "verdict": "error", "message": message,
             "run_id": f"{plan}:unmeasured"}
-
-
-def _junit(records: Sequence[dict], paths: Sequence[Path], *, label: str) -> ET.Element:
-    root = ET.Element("testsuites", name="rtlab run")
-    suite = ET.SubElement(root, "testsuite", {
-        "name": xml_text(label), "errors": str(len(records)), "failures": "0",
-        "skipped": "0", "tests": str(len(records)), "time": "0.000",
-        "timestamp": records[0]["started"]})
-    for record, path in zip(records, paths, strict=True):
-        element = ET.SubElement(suite, "testcase", {
-            "classname": RT_TOOL_CLASSNAME if record["kind"] == "rt-test"
-            else LATENCY_CLASSNAME,
-            "name": xml_text(record["name"]), "time": "0.000"})
-        figures = ET.SubElement(element, "properties")
-        for key, value in case_properties(record, path):
-            ET.SubElement(figures, "property", name=xml_text(key), value=xml_text(value))
-        add_verdict(element, "error", record["message"])
-    return root

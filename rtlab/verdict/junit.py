@@ -5,12 +5,13 @@ of the tests/target module that runs that kind of case; ``pass`` bare, ``fail`` 
 ``skipped`` a ``<skipped>`` with the reason; the headline figures and the record's path
 (``result_record``) as properties. Used where records come from elsewhere than pytest: a
 LAVA job (rtlab.lava.junit), the cases of a shared plan no place measured
-(rtlab.run.runner). The store takes a test case that names its record as told by that
-record, so records and JUnit in one folder add each case once."""
+(rtlab.run.sharing), a replicated plan's pooled cases (rtlab.run.pooling). The store
+takes a test case that names its record as told by that record, so records and JUnit in
+one folder add each case once."""
 
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,8 +67,38 @@ def case_properties(record: Mapping[str, Any], path: Path) -> list[tuple[str, st
         if thread.get("gated"):
             found.append((f"thread{thread['thread']}_max_us", str(thread.get("max_us"))))
             found.append((f"thread{thread['thread']}_avg_us", str(thread.get("avg_us"))))
+    # a case measured on several boards at once (rtlab.run.pooling): the boards judged
+    if record.get("replicated"):
+        judged = [str(b.get("place")) for b in record.get("boards") or [] if b.get("judged")]
+        found.append(("boards", ", ".join(judged)))
     found.append(("result_record", str(path)))
     return found
+
+
+def records_junit(written: Sequence[tuple[Mapping[str, Any], Path]], *,
+                  label: str) -> ET.Element:
+    """One test suite of the records written (each with its file) that no pytest session
+    reported: the cases of a shared plan no place measured, a replicated plan's pooled
+    cases (rtlab.run.sharing, rtlab.run.pooling)."""
+    root = ET.Element("testsuites", name="rtlab run")
+    count = {v: sum(1 for r, _ in written if r["verdict"] == v)
+             for v in ("fail", "error", "skipped")}
+    suite = ET.SubElement(root, "testsuite", {
+        "name": xml_text(label), "errors": str(count["error"]),
+        "failures": str(count["fail"]), "skipped": str(count["skipped"]),
+        "tests": str(len(written)), "time": "0.000",
+        "timestamp": min((str(r["started"]) for r, _ in written), default="")})
+    for record, path in written:
+        element = ET.SubElement(suite, "testcase", {
+            "classname": RT_TOOL_CLASSNAME if record["kind"] == "rt-test"
+            else LATENCY_CLASSNAME,
+            "name": xml_text(record["name"]),
+            "time": f"{float(record.get('duration_s') or 0):.3f}"})
+        figures = ET.SubElement(element, "properties")
+        for key, value in case_properties(record, path):
+            ET.SubElement(figures, "property", name=xml_text(key), value=xml_text(value))
+        add_verdict(element, record["verdict"], record["message"])
+    return root
 
 
 def add_verdict(element: ET.Element, verdict: str, message: str) -> None:

@@ -52,18 +52,12 @@ def rtlab(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=timeout, check=False)
 
 
-@pytest.fixture(scope="module")
-def shared_run(vlab, image, tmp_path_factory, wide_suite):
-    out = tmp_path_factory.mktemp("shared") / "out"
-    runner = subprocess.Popen(
-        [sys.executable, "-m", "rtlab.cli", "run", "--board", "qemu-imx6q", "--boards", "2",
-         "--image", str(image("imx6q", "rt")), "--out", str(out), "--duration", "10",
-         "--cases", ",".join(CASES), "--suite", str(wide_suite)],
-        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+def panic_after_first_record(vlab, runner: subprocess.Popen, results: Path) -> str:
+    """Once FAILING has written a record into ``results``, its next window panics; the
+    runner's output when it ends. The places' faults and health tags are cleared after."""
     try:
-        # once the failing place has measured a case, its next window panics
         deadline = time.monotonic() + 600
-        while not any(r.get("place") == FAILING for r in records_of(out / "results")):
+        while not any(r.get("place") == FAILING for r in records_of(results)):
             assert runner.poll() is None, runner.communicate()[0][-3000:]
             assert time.monotonic() < deadline, f"{FAILING} measured nothing in 10 min"
             time.sleep(1)
@@ -77,6 +71,18 @@ def shared_run(vlab, image, tmp_path_factory, wide_suite):
             subprocess.run([CLIENT, "-x", vlab.coordinator_address, "-p", place, "set-tags",
                             f"{TAG_KEY}=", f"{ERRORS_TAG_KEY}="], capture_output=True,
                            check=True)
+    return output
+
+
+@pytest.fixture(scope="module")
+def shared_run(vlab, image, tmp_path_factory, wide_suite):
+    out = tmp_path_factory.mktemp("shared") / "out"
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "rtlab.cli", "run", "--board", "qemu-imx6q", "--boards", "2",
+         "--image", str(image("imx6q", "rt")), "--out", str(out), "--duration", "10",
+         "--cases", ",".join(CASES), "--suite", str(wide_suite)],
+        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output = panic_after_first_record(vlab, runner, out / "results")
     return runner.returncode, output, out
 
 
@@ -109,23 +115,7 @@ def replicated_run(vlab, image, tmp_path_factory, wide_suite, shared_run):
          "--tier", "gate", "--trace", "never", "--image", str(image("imx6q", "rt")),
          "--out", str(out), "--duration", "12", "--suite", str(suite)],
         cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    try:
-        deadline = time.monotonic() + 600
-        while not any(r.get("place") == FAILING
-                      for r in records_of(out / "replicas" / "results")):
-            assert runner.poll() is None, runner.communicate()[0][-3000:]
-            assert time.monotonic() < deadline, f"{FAILING} measured nothing in 10 min"
-            time.sleep(1)
-        control.inject_fault(vlab, FAILING, "panic", on_console=f"{MARK}started", after_s=3)
-        output, _ = runner.communicate(timeout=900)
-    finally:
-        if runner.poll() is None:
-            runner.kill()
-        control.clear_faults(vlab, FAILING)
-        for place in ("imx6q-01", FAILING):
-            subprocess.run([CLIENT, "-x", vlab.coordinator_address, "-p", place, "set-tags",
-                            f"{TAG_KEY}=", f"{ERRORS_TAG_KEY}="], capture_output=True,
-                           check=True)
+    output = panic_after_first_record(vlab, runner, out / "replicas" / "results")
     return runner.returncode, output, out
 
 
