@@ -13,8 +13,9 @@ Every strategy spends one board-hour on a case and is judged by rtlab's own code
 * **(c) replication**, k = 4 boards × 15 min, each board its own boot: any board past
   max_us fails the case; the pooled histogram (every board's wake-ups) is compared with the
   baseline once, at the end, as rtlab.run.pooling judges it: one look at the case's
-  confidence, ``decide(..., candidate_boots=k)`` (rtlab.verdict.comparison.compare: the
-  boot a level of the comparison, the candidate's offset the mean of k boots').
+  confidence, ``decide(..., candidate_boots=k, candidate_runs=<each board's histogram>)``
+  (rtlab.verdict.comparison.compare: the boot a level of the comparison, the candidate's
+  offset the mean of k boots', never surer than the boards' own spread allows).
 
 Each case is held at ``case_confidence(0.01, 16)`` (16 gated cases per pipeline: the gate
 tier's 4 latency cases × 4 test jobs), statistics gating on (a regression fails); the
@@ -167,16 +168,20 @@ def replicate(family: lf.Family, change: lf.Change, boards: int, interval_us: in
     count = max(1, round(share_s / WINDOW_S))
     per_window = int(share_s * 1e6 / interval_us) * CPUS // count
     parts = []
+    per_board = []
     for _ in range(boards):
         board = lf.boot(family, change, rng, limit_us=limit_us, interval_us=interval_us,
                         cpus=CPUS)
         scale, weight = (float(v[0]) for v in board.run_variation(rng, 1))
-        parts += [board.run_histogram(per_window, rng, scale, weight) for _ in range(count)]
+        windows = [board.run_histogram(per_window, rng, scale, weight) for _ in range(count)]
+        parts += windows
+        per_board.append(Histogram.merged(windows))
     if any((part.known_max_us or 0) > limit_us for part in parts):
         return Verdict(FAIL, "max_us")
     policy = SequentialPolicy(window_s=CAP_S, cap_s=CAP_S, confidence=confidence)
     decision = decide(policy, CAP_S, Histogram.merged(parts), baseline, limit_us=limit_us,
-                      interval_us=interval_us, cpus=CPUS * boards, candidate_boots=boards)
+                      interval_us=interval_us, cpus=CPUS * boards, candidate_boots=boards,
+                      candidate_runs=per_board)
     if decision.comparison is not None and decision.comparison.outcome == REGRESSION:
         return Verdict(FAIL, REGRESSION)
     return Verdict(PASS, decision.comparison.outcome if decision.comparison else "none")

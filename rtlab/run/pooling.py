@@ -38,6 +38,7 @@ from rtlab.store.query import boot_of, case_baseline
 from rtlab.util.atomic import write_atomic
 from rtlab.verdict.baseline import NEWEST_RUNS, no_baseline
 from rtlab.verdict.case import FAIL, PASS, plan_case
+from rtlab.verdict.histogram import Histogram
 from rtlab.verdict.judge import result_of_facts
 from rtlab.verdict.junit import records_junit, write_junit
 from rtlab.verdict.thresholds import load_thresholds
@@ -205,6 +206,9 @@ def _pooled_latency(measured: Sequence[Replica], on: str, *, thresholds: Any,  #
     board_time = float(sum(float(r.record["duration_s"] or 0) for r in measured if r.record))
     case = plan.measure(window_s=board_time, cap_s=board_time, baseline=baseline, cases=cases)
     case.boots = len(measured)
+    case.boot_histograms = tuple(
+        Histogram.merged(Histogram.from_cpu_result(cpu) for cpu in result.cpus)
+        for result in results if result.cpus)
     case.add(combine(results))
     outcome = case.outcome()
     # a board that failed on its own (a CPU that never woke there, a limit) fails the case

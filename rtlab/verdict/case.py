@@ -134,6 +134,9 @@ class LatencyCase:
     boots: int = 1
     """How many boots (boards measuring at once, rtlab.run.pooling) the windows pool: the
     comparison's candidate level (rtlab.verdict.comparison.compare, candidate_boots)."""
+    boot_histograms: tuple[Histogram, ...] = ()
+    """Each of those boots' own wake-ups (every CPU's together): their spread is a floor
+    under the candidate's (compare, candidate_runs)."""
 
     @property
     def measured_s(self) -> float:
@@ -179,6 +182,7 @@ class LatencyCase:
                           no_baseline=self.baseline.why_not or "no baseline",
                           candidate_boots=self.boots,
                           baseline_boots=self.baseline.boots_per_run or None,
+                          candidate_runs=self.boot_histograms,
                           windows=[Histogram.merged(Histogram.from_cpu_result(cpu)
                                                     for cpu in window.cpus)
                                    for window in self.results if window.cpus])

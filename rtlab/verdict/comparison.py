@@ -84,6 +84,7 @@ def compare(
     baseline_windows: float | None = None,
     candidate_boots: int = 1,
     baseline_boots: Sequence[int] | None = None,
+    candidate_runs: Sequence[Histogram] = (),
 ) -> Comparison:
     """Compare the ``quantile`` (nearest rank) of ``candidate`` with that of the baseline
     runs, merged, by a bootstrap of the difference with the runs' spread as a factor (see
@@ -111,7 +112,15 @@ def compare(
     boot scales its latencies by an offset of its own, so a run pooled from ``b`` boots
     carries the mean of ``b`` offsets. The runs' spread is read as a per-boot spread
     (divided by the mean of ``1 / b`` over the runs), and the candidate's offset is drawn
-    with a ``k``-th of it: k boots tell a kernel change from a boot better than one."""
+    with a ``k``-th of it: k boots tell a kernel change from a boot better than one.
+
+    ``candidate_runs``: the boards' own histograms when the candidate pools several (each
+    a share of the baseline's run length). Part of the runs' spread is the hour's, not the
+    boot's (how many burst minutes an hour holds): pooling does not divide it, and a
+    board's share of the hour varies more than a whole hour does. The boards' own spread
+    (its point estimate, each board a ``k``-th of the candidate) is therefore a floor
+    under the candidate's: the pooled comparison is never surer than its boards agree
+    (bench/rack_strength.py --calibrate)."""
     _check_bootstrap(quantile, confidence, resamples)
     runs = [baseline] if isinstance(baseline, Histogram) else list(baseline)
     if not runs:
@@ -186,11 +195,18 @@ def compare(
                 per_run=max(resamples // (4 * len(windows)), 200))[0] * share
     # the candidate is one more run, with an offset of its own, and a few windows vary
     # more than a whole run
-    if len(runs) < 2 and windows:
+    boards_spread = 0.0
+    boards = [h.clipped(range_us) for h in candidate_runs if h.samples]
+    if len(boards) >= 2:
+        board_values, probs_boards = _categories(boards, q)
+        boards_spread = _between_run_variance(
+            boards, probs_boards, q, board_values, range_us, resamples, rng,
+            per_run=max(resamples // (4 * len(boards)), 200))[1] / len(boards)
+    if len(runs) < 2 and (windows or boards_spread):
         draws = rng.standard_normal((2, resamples))
-    if len(runs) >= 2 or windows:
-        cand_factor = np.exp(draws[0] * np.sqrt(between * per_boot / candidate_boots
-                                                + within_run))
+    if len(runs) >= 2 or windows or boards_spread:
+        cand_factor = np.exp(draws[0] * np.sqrt(
+            np.maximum(between * per_boot / candidate_boots, boards_spread) + within_run))
     # +0.5: a bucket's value is the middle of its 1 µs, which also keeps 0 µs scalable
     diffs = (cand_rep + 0.5) * cand_factor - (base_rep + 0.5) * base_factor
     low, high = (float(v) for v in np.quantile(diffs, [alpha / 2, 1 - alpha / 2]))

@@ -128,13 +128,15 @@ def decide(policy: SequentialPolicy, measured_s: float, candidate: Histogram,
            baseline: Sequence[Histogram], *, limit_us: float | None, interval_us: float,
            cpus: int, no_baseline: str = "no baseline",
            windows: Sequence[Histogram] = (), candidate_boots: int = 1,
-           baseline_boots: Sequence[int] | None = None) -> Decision:
+           baseline_boots: Sequence[int] | None = None,
+           candidate_runs: Sequence[Histogram] = ()) -> Decision:
     """After a window: stop or go on. ``candidate`` is the run so far (every CPU's
     wake-ups together, as reports compare runs), ``windows`` the same wake-ups window by
     window, ``baseline`` the eligible baseline's runs, each as long as the cap (empty:
     none is eligible, ``no_baseline`` says why); ``candidate_boots`` and
-    ``baseline_boots``: the boots the run and each baseline run pooled
-    (rtlab.verdict.comparison.compare)."""
+    ``baseline_boots``: the boots the run and each baseline run pooled, ``candidate_runs``
+    the boards' own histograms where it pooled several (rtlab.verdict.comparison.compare).
+    """
     at_cap = measured_s >= policy.cap_s - 1e-9
     if not policy.is_look(measured_s):
         return Decision(False, CONTINUE, "between looks", measured_s)
@@ -147,7 +149,8 @@ def decide(policy: SequentialPolicy, measured_s: float, candidate: Histogram,
                               margin_relative=policy.margin, resamples=policy.resamples,
                               candidate_windows=windows,
                               baseline_windows=policy.cap_s / policy.window_s,
-                              candidate_boots=candidate_boots, baseline_boots=baseline_boots)
+                              candidate_boots=candidate_boots, baseline_boots=baseline_boots,
+                              candidate_runs=candidate_runs)
     share = f"{policy.look_confidence:.2%} at this look of {len(policy.looks)}"
     if comparison.outcome == REGRESSION:
         return Decision(True, REGRESSION, f"regression ({share}): {comparison.message}",

@@ -210,3 +210,28 @@ def test_boots_pooled_in_the_candidate_narrow_the_comparison():
         compare(candidate, baseline, candidate_boots=0)
     with pytest.raises(ValueError, match="baseline_boots"):
         compare(candidate, baseline, baseline_boots=[1, 2])
+
+
+def test_boards_that_disagree_keep_the_pooled_comparison_from_being_sure():
+    """Part of a run's spread belongs to the hour, not the boot (a board's share of it may
+    hold a burst): pooling does not divide it. Boards whose quantiles scatter far more
+    than the baseline's runs do are a floor under the candidate's spread; boards that
+    agree leave a real shift found."""
+    rng = np.random.default_rng(5)
+
+    def run(scale: float, n: int) -> Histogram:
+        latencies = np.clip((rng.gamma(3.0, 4.0, n) * scale).astype(int) + 10, 0, 399)
+        return Histogram(np.bincount(latencies, minlength=400), 0, int(latencies.max()))
+
+    baseline = [run(float(np.exp(rng.normal(0, 0.02))), 400_000) for _ in range(12)]
+    scattered = [run(float(np.exp(offset)), 100_000) for offset in (0.0, 0.5, -0.3, 0.4)]
+    pooled = Histogram.merged(scattered)
+    options = {"confidence": 0.98, "resamples": 4000, "seed": 1, "candidate_boots": 4}
+    blind = compare(pooled, baseline, **options)
+    assert blind.outcome == REGRESSION, blind.message
+    floored = compare(pooled, baseline, candidate_runs=scattered, **options)
+    assert floored.outcome != REGRESSION, floored.message
+    assert floored.ci_us[0] < 0 < floored.ci_us[1]
+    agreeing = [run(1.3, 100_000) for _ in range(4)]
+    found = compare(Histogram.merged(agreeing), baseline, candidate_runs=agreeing, **options)
+    assert found.outcome == REGRESSION, found.message

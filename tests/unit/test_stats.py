@@ -11,6 +11,7 @@ import pytest
 from scipy import special
 
 from rtlab.measure.cyclictest import PERCENTILES, parse_json
+from rtlab.verdict import tail
 from rtlab.verdict.comparison import (
     INCONCLUSIVE,
     NO_CHANGE,
@@ -214,6 +215,25 @@ def test_the_bound_interval_is_wider_above_than_below_and_shrinks_with_data():
     assert (long.bound_ci_us[1] - long.bound_ci_us[0]
             < (short.bound_ci_us[1] - short.bound_ci_us[0]) / 3)
     assert short.observed_max_us == short.observed_max_us
+
+
+def test_a_profile_without_a_sign_change_widens_the_bound_interval(monkeypatch):
+    """The profile's own shape search can miss its optimum and leave a bracket without a
+    sign change (a real recording did: bench/early_pass_backtest.py). The interval then
+    takes the bracket's outside end, wider, instead of raising."""
+    rng = np.random.default_rng(8)
+    hist = draw(100_000, rng)
+    found = tail_estimate(hist, 150)
+
+    def no_sign_change(*args, **kwargs):
+        raise ValueError("f(a) and f(b) must have different signs")
+
+    monkeypatch.setattr(tail.optimize, "brentq", no_sign_change)
+    widened = tail_estimate(hist, 150)
+    assert widened.bound_us == found.bound_us
+    low, high = widened.bound_ci_us
+    assert low <= found.bound_ci_us[0] and high >= found.bound_ci_us[1]
+    assert low < widened.bound_us < high
 
 
 def test_overflows_are_censored_at_the_range_not_dropped():
