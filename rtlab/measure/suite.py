@@ -12,6 +12,7 @@ from typing import Any
 import attr
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
+from rtlab.measure.conditions import REQUIREMENT_KEYS, Requirements, requirement_value
 from rtlab.measure.loads import KINDS, LoadPart, make_load
 from rtlab.util.paths import REPO_ROOT
 from rtlab.util.yamlfile import YamlFileError, line_of, load_yaml
@@ -37,6 +38,9 @@ class Scenario:
     loads: tuple[LoadPart, ...]
     cpus: str = "all"
     """One of :data:`CPU_CHOICES`."""
+    requirements: tuple[tuple[str, Any], ...] = ()
+    """The requirements this scenario sets (``requirements:``), over the suite's and the
+    board's."""
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -61,6 +65,15 @@ class BoardOverride:
 
 
 @attr.frozen
+class RequirementsOverride:
+    """Requirements that differ on the boards whose tag matches ``pattern``
+    (``requirements.boards``), validated."""
+
+    pattern: str
+    changes: tuple[tuple[str, Any], ...]
+
+
+@attr.frozen
 class Suite:
     source: str
     intervals_us: tuple[int, ...]
@@ -71,20 +84,42 @@ class Suite:
     board_overrides: tuple[BoardOverride, ...] = ()
     tiers: Mapping[str, "Cases"] = attr.field(factory=dict)
     """Named sets of cases (``tiers:``); :data:`FULL_TIER` is the whole matrix."""
+    requirements: Requirements = Requirements()
+    """What a run must have been to count (``requirements:``), before any board's."""
+    requirement_overrides: tuple[RequirementsOverride, ...] = ()
 
     def for_board(self, board: str) -> "Suite":
         """The suite as it runs on ``board`` (a board tag): the first override whose
-        pattern matches replaces the settings it names in every scenario's loads."""
+        pattern matches replaces the settings it names in every scenario's loads, and the
+        first of ``requirements.boards`` that matches the requirements it names."""
         override = next((o for o in self.board_overrides if fnmatchcase(board, o.pattern)),
                         None)
-        if override is None:
+        required = self._requirements_override(board)
+        if override is None and required is None:
             return self
-        scenarios = {
+        scenarios = self.scenarios if override is None else {
             name: attr.evolve(sc, loads=tuple(_overridden(part, override)
                                              for part in sc.loads))
             for name, sc in self.scenarios.items()
         }
-        return attr.evolve(self, scenarios=scenarios, board_overrides=())
+        return attr.evolve(self, scenarios=scenarios, board_overrides=(),
+                           requirements=self.requirements_for(board),
+                           requirement_overrides=())
+
+    def requirements_for(self, board: str, scenario: str | None = None) -> Requirements:
+        """The requirements of a case: the suite's, then the first of
+        ``requirements.boards`` that matches ``board``, then the scenario's own."""
+        result = self.requirements
+        override = self._requirements_override(board)
+        if override is not None:
+            result = result.changed(dict(override.changes))
+        if scenario is not None:
+            result = result.changed(dict(self.scenario(scenario).requirements))
+        return result
+
+    def _requirements_override(self, board: str) -> RequirementsOverride | None:
+        return next((o for o in self.requirement_overrides if fnmatchcase(board, o.pattern)),
+                    None)
 
     def scenario(self, name: str) -> Scenario:
         try:
@@ -210,7 +245,7 @@ class _Loader:
         if not isinstance(doc, CommentedMap):
             raise SuiteFileError(f"{self.display}:1: expected a mapping")
         allowed = ("cyclictest", "load_settings", "scenarios", "rt_tests", "board_overrides",
-                   "tiers")
+                   "tiers", "requirements")
         for key in doc:
             if key not in allowed:
                 raise self.error(doc, key, f"unknown key {key!r} "
@@ -249,8 +284,10 @@ class _Loader:
                 raise self.error(rt_tests, index, f"unknown rt-test {tool!r} "
                                  f"(valid: {', '.join(RT_TESTS)})")
         overrides = self.overrides(doc)
+        requirements, requirement_overrides = self.requirements(doc)
         suite = Suite(self.display, tuple(intervals), histogram, priority, scenarios,
-                      tuple(rt_tests), overrides)
+                      tuple(rt_tests), overrides, requirements=requirements,
+                      requirement_overrides=requirement_overrides)
         # an override that does not fit a load must fail here, not on the first board
         for override in overrides:
             for scenario in scenarios.values():
@@ -309,10 +346,44 @@ class _Loader:
                                         f"{self.display}:{line_of(node, pattern)}"))
         return tuple(result)
 
+    def requirements(self, doc: CommentedMap) -> tuple[Requirements,
+                                                        tuple[RequirementsOverride, ...]]:
+        if "requirements" not in doc:
+            return Requirements(), ()
+        node = self.mapping(doc, "requirements", "requirements")
+        self.keys(node, (), "requirements", optional=(*REQUIREMENT_KEYS, "boards"))
+        base = Requirements().changed(dict(self.requirement_changes(node, "requirements")))
+        if "boards" not in node:
+            return base, ()
+        boards = self.mapping(node, "boards", "requirements.boards")
+        overrides = []
+        for pattern in boards:
+            where = f"requirements.boards.{pattern}"
+            entry = self.mapping(boards, pattern, where)
+            if not entry:
+                raise self.error(boards, pattern, f"{where} must be a mapping of requirements")
+            self.keys(entry, (), where, optional=REQUIREMENT_KEYS)
+            overrides.append(RequirementsOverride(str(pattern),
+                                                  self.requirement_changes(entry, where)))
+        return base, tuple(overrides)
+
+    def requirement_changes(self, node: CommentedMap,
+                            where: str) -> tuple[tuple[str, Any], ...]:
+        """The requirements ``node`` names (``boards`` aside), each value validated."""
+        changes = []
+        for key in node:
+            if key == "boards":
+                continue
+            try:
+                changes.append((str(key), requirement_value(str(key), node[key])))
+            except ValueError as error:
+                raise self.error(node, key, f"{where}.{key} {error}") from None
+        return tuple(changes)
+
     def scenario(self, parent: CommentedMap, name: str) -> Scenario:
         where = f"scenarios.{name}"
         node = self.mapping(parent, name, where)
-        self.keys(node, ("loads",), where, optional=("cpus",))
+        self.keys(node, ("loads",), where, optional=("cpus", "requirements"))
         cpus = node.get("cpus", "all")
         if cpus not in CPU_CHOICES:
             raise self.error(node, "cpus", f"{where}.cpus must be one of "
@@ -328,4 +399,9 @@ class _Loader:
                 parts.append(make_load(kind, dict(settings)))
             except ValueError as error:
                 raise self.error(loads_node, kind, f"{where}: {error}") from None
-        return Scenario(name, tuple(parts), cpus)
+        requirements: tuple[tuple[str, Any], ...] = ()
+        if "requirements" in node:
+            required = self.mapping(node, "requirements", f"{where}.requirements")
+            self.keys(required, (), f"{where}.requirements", optional=REQUIREMENT_KEYS)
+            requirements = self.requirement_changes(required, f"{where}.requirements")
+        return Scenario(name, tuple(parts), cpus, requirements)

@@ -21,6 +21,14 @@ from typing import Any, Protocol
 
 import attr
 
+from rtlab.measure.conditions import (
+    CaseConditions,
+    Conditions,
+    ConditionsUnreadable,
+    RunNotValid,
+    check_job,
+    prepare_command,
+)
 from rtlab.measure.loads import (
     PROGRESS_LINE,
     CpuTimes,
@@ -52,6 +60,9 @@ WINDOW_SCRIPT = "/tmp/rtlab-window.sh"
 PROGRAM_RC = "/tmp/rtlab-program.rc"
 PROGRAM_OUT = "/tmp/rtlab-program.out"
 THERMAL = "cat /sys/class/thermal/thermal_zone*/temp 2>/dev/null || true"
+CONDITIONS_OUT = "/tmp/rtlab-conditions.out"
+CONDITIONS_DONE = "/tmp/rtlab-conditions.done"
+PROGRAM_PID = "/tmp/rtlab-program.pid"
 
 
 
@@ -96,15 +107,22 @@ class Window:
     load_facts: dict[str, Any]
     loadavg_before: str | None = None
     """/proc/loadavg as the window opened (None: a runner's log from before it was read)."""
+    conditions: Conditions | None = None
+    """The board's conditions while the window ran, checked (None: none were asked for)."""
 
 
 def window_script(program: Sequence[str], loads: Sequence[StartedLoad], cpus: int,
-                  seconds: int) -> str:
+                  seconds: int, *, conditions: CaseConditions | None = None,
+                  window_s: int = 0) -> str:
     """The board's side of a window, one shell script with three actions: ``start`` (the
     loads, the margin, the first /proc/stat reading, the program in the background),
     ``end`` (wait for the program, then the evidence) and ``stop`` (the loads). An
     adaptive run starts the loads once (``loads``, for ``seconds``) and then each window
-    (``begin``: the rest of ``start``) under them."""
+    (``begin``: the rest of ``start``) under them.
+
+    ``conditions``: the board is set as they require before the program starts, and their
+    early and late checks run in the background while the program's ``window_s`` last
+    (rtlab.measure.conditions), read back by ``end``."""
     start = [f"rm -f {PROGRAM_RC} {PROGRAM_RC}.tmp {PROGRAM_OUT}"]
     for load in loads:
         # its own session, so that stopping it takes every process it started with it
@@ -115,17 +133,30 @@ def window_script(program: Sequence[str], loads: Sequence[StartedLoad], cpus: in
     begin += [probe_command(load) for load in loads if load.part.probe]
     # the board's state as the window opens, against which its end is read: the load
     # average (a window should start as loaded as it ends) and the temperatures
+    checks: list[str] = []
+    started = (f"({shlex.join(program)}; echo $? >{PROGRAM_RC}.tmp; mv {PROGRAM_RC}.tmp "
+               f"{PROGRAM_RC}) >{PROGRAM_OUT} 2>&1 </dev/null &")
+    if conditions is not None:
+        begin += [f"rm -f {PROGRAM_PID} {CONDITIONS_OUT} {CONDITIONS_DONE}",
+                  prepare_command(conditions.requirements)]
+        # its pid for the checks, which wait for its threads
+        started = (f"({shlex.join(program)} & echo $! >{PROGRAM_PID}; wait $!; "
+                   f"echo $? >{PROGRAM_RC}.tmp; mv {PROGRAM_RC}.tmp {PROGRAM_RC}) "
+                   f">{PROGRAM_OUT} 2>&1 </dev/null &")
+        # beside the program, quiet: nothing crosses the console while it measures
+        checks = [check_job(conditions.measuring, window_s, pidfile=PROGRAM_PID,
+                            out=CONDITIONS_OUT, done=CONDITIONS_DONE)]
     begin += [f"echo {MARK}loadavg-before", "cat /proc/loadavg",
               f"echo {MARK}thermal", THERMAL, f"echo {MARK}stat",
               "cat /proc/stat",
               # written whole or not at all: the end action waits for the file to exist
-              f"({shlex.join(program)}; echo $? >{PROGRAM_RC}.tmp; mv {PROGRAM_RC}.tmp "
-              f"{PROGRAM_RC}) >{PROGRAM_OUT} 2>&1 </dev/null &",
-              f"echo {MARK}started"]
+              *checks, started, f"echo {MARK}started"]
     polls = PROGRAM_OVERRUN_S * 2
     end = [f"n=0; while [ ! -e {PROGRAM_RC} ] && [ $n -lt {polls} ]; do sleep 0.5; "
            "n=$((n+1)); done",
            f"echo {MARK}rc=$(cat {PROGRAM_RC} 2>/dev/null || echo none)",
+           *([f"n=0; while [ ! -e {CONDITIONS_DONE} ] && [ $n -lt 60 ]; do sleep 0.5; "
+              f"n=$((n+1)); done; cat {CONDITIONS_OUT} 2>/dev/null"] if checks else []),
            f"echo {MARK}stat", "cat /proc/stat", f"echo {MARK}stat-end",
            evidence_command(loads), f"echo {MARK}loadavg", "cat /proc/loadavg",
            f"echo {MARK}thermal", THERMAL]
@@ -295,19 +326,22 @@ class HostStream:
 def run_window(shell: Shell, *, program: Sequence[str], parts: Sequence[LoadPart], cpus: int,
                duration_s: int, progress: Callable[[str], None],
                traffic: HostTraffic | None = None,
-               load_cpus: Sequence[int] | None = None) -> Window:
+               load_cpus: Sequence[int] | None = None,
+               conditions: CaseConditions | None = None) -> Window:
     """Run ``program`` (which lasts ``duration_s``) under ``parts`` and prove the loads.
 
     ``cpus`` is how many CPUs the loads are sized for; ``load_cpus`` the CPUs they can run
     on, when that is not all of them (the rest isolated for the measurement): their
     utilisation is the proof.
 
-    Raises :class:`LoadNotEffective` when a load did not run throughout, and
+    Raises :class:`LoadNotEffective` when a load did not run throughout,
+    :class:`RunNotValid` when the board's ``conditions`` did not match while it ran, and
     :class:`ProgramFailed` when the program did not complete."""
     loads = started_loads(parts)
     if any(part.kind == "network" for part in parts) and traffic is None:
         raise ValueError("the network load needs the board's traffic addresses")
-    script = window_script(program, loads, cpus, duration_s + LOAD_OVERRUN_S)
+    script = window_script(program, loads, cpus, duration_s + LOAD_OVERRUN_S,
+                           conditions=conditions, window_s=duration_s)
     put_file(shell, script.encode(), WINDOW_SCRIPT)
     stream = None
     try:
@@ -331,7 +365,8 @@ def run_window(shell: Shell, *, program: Sequence[str], parts: Sequence[LoadPart
     exit_code = program_exit_code(program, end_lines)
     output = "\n".join(shell.run_check(f"tail -n 60 {PROGRAM_OUT}"))
     return judge_window(program, parts, opened, end_lines, exit_code, output, cpus=cpus,
-                        duration_s=duration_s, load_cpus=load_cpus, stream=stream)
+                        duration_s=duration_s, load_cpus=load_cpus, stream=stream,
+                        conditions=conditions)
 
 
 @attr.frozen
@@ -348,22 +383,25 @@ class WindowRun:
 def run_windows(shell: Shell, *, program: Sequence[str], parts: Sequence[LoadPart], cpus: int,
                 window_s: int, cap_s: int, after_window: Callable[[int, Window], str | None],
                 progress: Callable[[str], None], traffic: HostTraffic | None = None,
-                load_cpus: Sequence[int] | None = None) -> WindowRun:
+                load_cpus: Sequence[int] | None = None,
+                conditions: CaseConditions | None = None) -> WindowRun:
     """``program`` (which lasts ``window_s``) in consecutive windows under ``parts``, which
     start once and run on until the last window ends, up to ``cap_s`` of measurement.
     After each window ``after_window(index, window)`` reads what it needs from the board
     and says why to stop (None: go on); the console is quiet while a window runs.
 
     Each window's loads are proven as :func:`run_window` proves them (over that window);
-    raises :class:`LoadNotEffective` or :class:`ProgramFailed` as it does."""
+    raises :class:`LoadNotEffective`, :class:`RunNotValid` or :class:`ProgramFailed` as it
+    does."""
     loads = started_loads(parts)
     if any(part.kind == "network" for part in parts) and traffic is None:
         raise ValueError("the network load needs the board's traffic addresses")
     if not 0 < window_s <= cap_s:
         raise ValueError(f"the window ({window_s} s) must be positive and at most the cap "
                          f"({cap_s} s)")
-    put_file(shell, window_script(program, loads, cpus, adaptive_load_seconds(window_s, cap_s))
-             .encode(), WINDOW_SCRIPT)
+    put_file(shell, window_script(program, loads, cpus, adaptive_load_seconds(window_s, cap_s),
+                                  conditions=conditions, window_s=window_s).encode(),
+             WINDOW_SCRIPT)
     stream = None
     windows: list[Window] = []
     gaps: list[float] = []
@@ -389,7 +427,7 @@ def run_windows(shell: Shell, *, program: Sequence[str], parts: Sequence[LoadPar
             output = "\n".join(shell.run_check(f"tail -n 60 {PROGRAM_OUT}"))
             window = judge_window(program, parts, opened, end_lines, exit_code, output,
                                   cpus=cpus, duration_s=window_s, load_cpus=load_cpus,
-                                  stream=stream)
+                                  stream=stream, conditions=conditions)
             windows.append(window)
             reason = after_window(index, window)
             if reason is not None:
@@ -458,9 +496,20 @@ def program_exit_code(program: Sequence[str], end_lines: Sequence[str]) -> int:
 def judge_window(program: Sequence[str], parts: Sequence[LoadPart], opened: WindowStart,
                  end_lines: Sequence[str], exit_code: int, output: str, *, cpus: int,
                  duration_s: int, load_cpus: Sequence[int] | None = None,
-                 stream: "HostStream | None" = None) -> Window:
+                 stream: "HostStream | None" = None,
+                 conditions: CaseConditions | None = None) -> Window:
     """The window from what the board printed (by whichever runner read it: labgrid's
-    shell here, a LAVA job's log in rtlab.lava), with the loads proven or refused."""
+    shell here, a LAVA job's log in rtlab.lava), with its ``conditions`` checked
+    (:class:`RunNotValid` when they did not match) and the loads proven or refused."""
+    found = None
+    # a program that failed reports that (the caller's error), not the checks it cut short
+    if conditions is not None and exit_code == 0:
+        try:
+            found = conditions.judge(end_lines)
+        except ConditionsUnreadable as error:
+            raise ProgramFailed(str(error)) from None
+        if not found.valid:
+            raise RunNotValid(found)
     loads = started_loads(parts)
     after = CpuTimes.parse("\n".join(_section(end_lines, "stat", "stat-end")), load_cpus)
     utilisation = after.utilisation_since(opened.cpu_times)
@@ -469,7 +518,7 @@ def judge_window(program: Sequence[str], parts: Sequence[LoadPart], opened: Wind
     evidence = parse_evidence(end_lines, loads, opened.probes)
     facts = _verify(parts, evidence, utilisation, loadavg, cpus, duration_s, stream)
     return Window(exit_code, output, utilisation, loadavg,
-                  (opened.temperatures_mc, temps_after), facts, opened.loadavg)
+                  (opened.temperatures_mc, temps_after), facts, opened.loadavg, found)
 
 
 def _stop(shell: Shell, stream: "HostStream | None", loads: Sequence[StartedLoad],

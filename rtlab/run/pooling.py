@@ -48,7 +48,7 @@ from rtlab.verdict.thresholds import load_thresholds
 _PER_BOARD = ("cpus", "place", "run_id", "started", "finished", "infrastructure",
               "load_check", "adaptive", "duration_s", "trace", "baseline", "comparison",
               "case_confidence", "broke", REPLICA_KEY, "ci", "schema", "verdict", "message",
-              "threads", "functional")
+              "threads", "functional", "conditions")
 
 
 def default_spread(tier: str | None, places: int) -> str:
@@ -247,7 +247,9 @@ def _board_facts(replica: Replica) -> dict[str, Any]:
             "message": record["message"], "measured_s": record.get("duration_s"),
             "samples": sum(int(cpu.get("samples") or 0) for cpu in cpus),
             "max_us": max((cpu["max_us"] for cpu in cpus if cpu.get("max_us") is not None),
-                          default=None)}
+                          default=None),
+            # what the board had beside what the case required (rtlab.measure.conditions)
+            "conditions": record.get("conditions")}
 
 
 def _lost(replica: Replica) -> str:

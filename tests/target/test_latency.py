@@ -8,6 +8,7 @@ import pytest
 from labgrid.driver.exception import ExecutionError
 
 from rtlab.measure import cyclictest, trace
+from rtlab.measure.conditions import CaseConditions, MeasuringThreads, RunNotValid, merge
 from rtlab.measure.cyclictest import HIST_ON_BOARD, JSON_ON_BOARD
 from rtlab.measure.suite import case_name
 from rtlab.measure.window import ProgramFailed, run_window, run_windows
@@ -76,8 +77,17 @@ def measurement(request, begin_case, board_name, thresholds_flavour, thresholds,
         return cyclictest.parse_json(text, source=f"{case}: {JSON_ON_BOARD}",
                                      expected_threads=measured)
 
+    # what the run must have been to count (suite.yaml's requirements), checked on the
+    # board while each window runs: -S pins a thread to each CPU the process may use
+    conditions = CaseConditions(
+        suite.requirements_for(board_name, scenario.name),
+        MeasuringThreads(command[0], suite.priority,
+                         tuple(isolated) if affinity else tuple(housekeeping)),
+        thresholds_flavour)
+    record.facts["conditions"] = {"requirements": conditions.requirements.as_dict(),
+                                  "measuring": conditions.measuring.as_dict()}
     window_args = {"program": program, "parts": parts, "cpus": len(housekeeping),
-                   "load_cpus": load_cpus, "traffic": host_traffic,
+                   "load_cpus": load_cpus, "traffic": host_traffic, "conditions": conditions,
                    "progress": lambda text: progress(f"{case}: {text}")}
     judging = plan.measure(window_s=window_s or duration_s, cap_s=duration_s,
                           baseline=request.getfixturevalue("case_baseline")(
@@ -112,9 +122,18 @@ def measurement(request, begin_case, board_name, thresholds_flavour, thresholds,
     except ProgramFailed as error:
         _disarm_quietly(shell, tracing)
         raise InfrastructureError(str(error)) from error
+    except RunNotValid as error:
+        # void: an error whose record keeps what the board had beside what was required
+        record.facts["conditions"] = error.conditions.facts()
+        _disarm_quietly(shell, tracing)
+        raise
     except BaseException:
         _disarm_quietly(shell, tracing)
         raise
+    checked = [w.conditions for w in (run.windows if window_s else [window])
+               if w.conditions is not None]
+    if checked:
+        record.facts["conditions"] = merge(*checked).facts()
     if tracing is not None:
         _bring_trace_back(request, shell, record, tracing, outputs)
     record.facts["load_check"] = {**window.load_facts, "loadavg_before": window.loadavg_before,

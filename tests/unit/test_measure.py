@@ -27,6 +27,7 @@ import pytest
 from proc_samples import ICMP_HEADER_6_1, STAT_AFTER, STAT_BEFORE, TCP_HEADER, TRAFFIC
 
 from rtlab.measure import window as measure
+from rtlab.measure.conditions import CaseConditions, MeasuringThreads, Requirements, RunNotValid
 from rtlab.measure.loads import (
     PROGRESS_LINE,
     CpuLoad,
@@ -40,6 +41,7 @@ from rtlab.measure.loads import (
     tally,
 )
 from rtlab.measure.window import (
+    CONDITIONS_OUT,
     LOAD_MARGIN_S,
     LOAD_OVERRUN_S,
     LOADAVG_MIN_UTILISATION,
@@ -204,6 +206,8 @@ class FakeBoard:
     thermal_before: tuple[str, ...] = ("41250", "40800")
     thermal_after: tuple[str, ...] = ("47900", "46120")
     start_output: list[str] | None = None
+    conditions: list[str] = attr.Factory(list)
+    """What the window's checks wrote (rtlab.measure.conditions), as ``end`` prints it."""
     end_error: Exception | None = None
     stop_error: Exception | None = None
     commands: list[str] = attr.Factory(list)
@@ -252,11 +256,15 @@ class FakeBoard:
     def _checked(self, action: str, lines: list[str]) -> list[str]:
         """``lines``, after checking that the real script's action would print them."""
         script = self.script()[action]
-        asked = set(SCRIPT_MARK.findall("\n".join(script)))
+        # the checks' marks are written to a file in the background by start and read
+        # back by end (cat): neither action prints them itself
+        asked = {mark for mark in SCRIPT_MARK.findall("\n".join(script))
+                 if not mark.startswith("conditions-")}
+        printed = {mark for mark in marks(lines) if not mark.startswith("conditions-")}
         # a load is either alive or gone
         either = {f"{index} {state}" for index in range(len(self.loads))
                   for state in ("alive", "gone")}
-        assert marks(lines) <= asked and asked - marks(lines) <= either, (asked, lines)
+        assert printed <= asked and asked - printed <= either, (asked, lines)
         assert script.count("cat /proc/stat") == 1 and script.count(THERMAL) == 1
         assert script.count("cat /proc/loadavg") == 1
         return lines
@@ -275,8 +283,10 @@ class FakeBoard:
     def _end(self) -> list[str]:
         script = "\n".join(self.script()["end"])
         assert "cat /proc/loadavg" in script
-        lines = [f"{MARK}rc={self.rc}", f"{MARK}stat", *self.stat_after.splitlines(),
-                 f"{MARK}stat-end"]
+        if self.conditions:
+            assert f"cat {CONDITIONS_OUT}" in script
+        lines = [f"{MARK}rc={self.rc}", *self.conditions, f"{MARK}stat",
+                 *self.stat_after.splitlines(), f"{MARK}stat-end"]
         for index, load in enumerate(self.loads):
             tag = f"{MARK}{index}"
             # the board only answers what the script asks
@@ -1247,3 +1257,73 @@ def test_windows_end_at_the_cap(tmp_path):
                               after_window=lambda index, window: None,
                               progress=lambda text: None)
     assert (len(run.windows), run.stopped) == (2, "the cap of 2 s")
+
+
+# ------------------------------------------------- the conditions of a window ----
+
+CONDITIONS = CaseConditions(Requirements(governor=None, throttled=None),
+                            MeasuringThreads("cyclictest", 90, (0, 1, 2, 3)), "rt")
+
+
+def board_report(tag: str, *, policy: int = 1, priority: int = 90,
+                 rt_runtime_us: int = -1) -> list[str]:
+    """A board's report of its conditions (rtlab.measure.conditions.snapshot_command):
+    cyclictest's main thread and a measuring thread on each CPU at ``policy``
+    ``priority``, the kernel an RT one."""
+    def stat(tid: int, cpu: int, policy: int, priority: int) -> str:
+        fields = ["S"] + ["0"] * 49
+        fields[9 - 3], fields[39 - 3], fields[40 - 3], fields[41 - 3] = (
+            "4194560", str(cpu), str(priority), str(policy))
+        return f"task 500 {tid} {tid} (cyclictest) " + " ".join(fields)
+
+    lines = [stat(500, 0, 1, 90), "allowed 500 500 0-3"]
+    for cpu in range(4):
+        lines += [stat(501 + cpu, cpu, policy, priority), f"allowed 500 {501 + cpu} {cpu}"]
+    return [f"{MARK}conditions-{tag}", *lines, "dma 0", "rt_runtime_us " + str(rt_runtime_us),
+            "realtime 1", "version #1 SMP PREEMPT_RT", "cmdline console=ttymxc1",
+            "isolated ", f"{MARK}conditions-{tag}-end"]
+
+
+def test_a_window_sets_the_board_and_checks_it_while_the_program_runs(slept):
+    board = FakeBoard(conditions=[*board_report("early"), *board_report("late")])
+    result, _ = window(board, [], duration_s=20, conditions=CONDITIONS)
+    assert result.conditions is not None and result.conditions.valid
+    facts = result.conditions.facts()
+    assert facts["checks"]["measuring_policy"]["status"] == "met"
+    assert facts["checks"]["rt_throttling"]["found"] == "sched_rt_runtime_us -1"
+    begin = "\n".join(board.script()["begin"])
+    # throttling turned off before the program starts; the checks, started first at
+    # SCHED_FIFO 1 (the loads must not hold them off), run as soon as its threads
+    # appeared and again 5 s before its 20 s end
+    program_at = begin.index(f"({shlex.join(PROGRAM)} & echo $! >")
+    assert begin.index("echo -1 >/proc/sys/kernel/sched_rt_runtime_us") < program_at
+    assert begin.index("chrt -f 1 sh -c ") < program_at
+    assert re.search(r"\[ \$# -gt 4 \] && break.*sleep 0\.2.*conditions-early.*"
+                     r"rtlab_rest=\$\(\(rtlab_t0 \+ 15 - .*"
+                     r"if \[ -d /proc/\$program_pid \]; then .*conditions-late", begin)
+    # a window without conditions asks for none
+    plain = FakeBoard()
+    assert window(plain, [])[0].conditions is None
+    assert "conditions" not in plain.uploads[WINDOW_SCRIPT]
+
+
+def test_a_measuring_thread_reniced_while_the_window_ran_voids_it(slept):
+    board = FakeBoard(conditions=[*board_report("early"), *board_report("late", policy=0,
+                                                                        priority=0)])
+    with pytest.raises(RunNotValid, match="ran at SCHED_OTHER 0, case requires SCHED_FIFO 90"
+                       ) as raised:
+        window(board, [], duration_s=20, conditions=CONDITIONS)
+    assert raised.value.conditions.facts()["checks"]["measuring_policy"]["status"] == "mismatch"
+    throttled = FakeBoard(conditions=[*board_report("early", rt_runtime_us=950000),
+                                      *board_report("late")])
+    with pytest.raises(RunNotValid, match="sched_rt_runtime_us 950000"):
+        window(throttled, [], duration_s=20, conditions=CONDITIONS)
+
+
+def test_a_window_whose_checks_are_missing_is_a_program_failure_not_a_pass(slept):
+    board = FakeBoard(conditions=board_report("early"))
+    with pytest.raises(ProgramFailed, match="late"):
+        window(board, [], duration_s=20, conditions=CONDITIONS)
+    # a program that failed says so; the checks it cut short are not the error
+    failed = FakeBoard(conditions=board_report("early"), rc="1")
+    assert window(failed, [], duration_s=20, conditions=CONDITIONS)[0].exit_code == 1

@@ -184,14 +184,14 @@ BAD = {
     "unknown top key": (
         variant("rt_tests:", "rt_test: [pi_stress]\nrt_tests:"),
         "unknown key 'rt_test' (expected one of: cyclictest, load_settings, scenarios, "
-        "rt_tests, board_overrides, tiers)"),
+        "rt_tests, board_overrides, tiers, requirements)"),
     "unknown cyclictest key": (
         variant("  histogram_us: 400", "  histogram: 400"),
         "cyclictest: unknown key 'histogram' (expected one of: intervals_us, histogram_us, "
         "priority)"),
     "unknown scenario key": (
         variant("    loads: {}", "    load: {}"),
-        "scenarios.idle: unknown key 'load' (expected one of: loads, cpus)"),
+        "scenarios.idle: unknown key 'load' (expected one of: loads, cpus, requirements)"),
     "zero interval": (
         variant("  intervals_us: [100, 1000]", "  intervals_us: [100, 0]"),
         "interval must be a positive integer of µs, got 0"),
