@@ -40,7 +40,8 @@ def board_files(plan: Plan) -> dict[str, str]:
         if case.skip is None:
             files[window_file(case.index)] = window_script(
                 list(case.program), started_loads(case.parts()), plan.load_cpu_count(case),
-                case.wait_s + LOAD_OVERRUN_S)
+                case.wait_s + LOAD_OVERRUN_S, conditions=case.checked(plan),
+                window_s=case.wait_s)
     files[DRIVER] = templates.render(
         "board/suite.sh.j2", dir=BOARD_DIR, mark=MARK, hist=HIST_ON_BOARD, window=WINDOW_SCRIPT,
         program_out=PROGRAM_OUT,

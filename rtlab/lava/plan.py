@@ -16,6 +16,7 @@ import attr
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from rtlab.measure.conditions import CaseConditions, MeasuringThreads, Requirements
 from rtlab.measure.cyclictest import HIST_ON_BOARD, JSON_ON_BOARD, build_command, fifo_from_start
 from rtlab.measure.facts import sysinfo_commands
 from rtlab.measure.loads import LoadPart, make_load
@@ -91,6 +92,20 @@ class PlannedCase:
     """Where the program writes its JSON on the board (None: it writes none)."""
     wait_s: int = 0
     """How long the window stays open."""
+    conditions: Mapping[str, Any] | None = None
+    """What the run must have been (rtlab.measure.conditions): the suite's requirements for
+    the board and scenario, the measuring program and its CPUs (None: not checked)."""
+
+    def checked(self, plan: "Plan") -> CaseConditions | None:
+        """The conditions the case's window checks on the board, as a labgrid run checks
+        them (tests/target/test_latency.py)."""
+        if self.conditions is None:
+            return None
+        return CaseConditions(
+            Requirements().changed(dict(self.conditions["requirements"])),
+            MeasuringThreads(self.conditions["program"], plan.priority,
+                             tuple(self.conditions["cpus"])),
+            plan.flavour)
 
     @property
     def name(self) -> str:
@@ -163,7 +178,7 @@ class Plan:
                 program=tuple(c["program"]),
                 load_cpus=None if c["load_cpus"] is None else tuple(c["load_cpus"]),
                 threads=c["threads"], tool=c["tool"], json_path=c["json_path"],
-                wait_s=c["wait_s"]) for c in doc["cases"])
+                wait_s=c["wait_s"], conditions=c.get("conditions")) for c in doc["cases"])
             return cls(board=doc["board"], flavour=doc["flavour"],
                        duration_s=doc["duration_s"], cpus=doc["cpus"],
                        isolated=tuple(doc["isolated"]), image=doc["image"], cases=cases,
@@ -230,9 +245,13 @@ def make_plan(*, board: str, flavour: str, suite: Suite, scenarios: Sequence[str
                                     priority=suite.priority, histogram_us=suite.histogram_us,
                                     json_path=JSON_ON_BOARD, histfile_path=HIST_ON_BOARD,
                                     affinity=affinity)
+            measuring = isolated if affinity else tuple(housekeeping)
+            conditions = {"requirements": on_board.requirements_for(board, name).as_dict(),
+                          "program": command[0], "cpus": list(measuring)}
             cases.append(attr.evolve(base, program=tuple(fifo_from_start(command, suite.priority)),
                                      load_cpus=tuple(housekeeping) if isolated else None,
-                                     threads=threads, wait_s=duration_s))
+                                     threads=threads, wait_s=duration_s,
+                                     conditions=conditions))
     tools = list(suite.rt_tests) if rt_tests is None else list(rt_tests)
     unknown = [tool for tool in tools if tool not in TESTS]
     if unknown:

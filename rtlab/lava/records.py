@@ -22,6 +22,7 @@ from rtlab.lava.joblog import Evidence, JobLog
 from rtlab.lava.plan import Plan, PlanError, PlannedCase
 from rtlab.lava.render import TEST_NAME
 from rtlab.measure import cyclictest, rttests
+from rtlab.measure.conditions import RunNotValid
 from rtlab.measure.facts import Answer, FactsError, replay_system_info
 from rtlab.measure.loads import LoadNotEffective, LoadPart
 from rtlab.measure.rttests import board as rt_board
@@ -146,11 +147,19 @@ class _Case:
             if end_rc != "0":
                 raise CaseError(f"the window's end exited {end_rc}: {end[-5:]}")
             exit_code = program_exit_code(program, end)
-            return judge_window(program, parts, opened, end, exit_code,
-                                self.text("program.out").rstrip("\n"), cpus=cpus,
-                                duration_s=self.case.wait_s, load_cpus=load_cpus)
+            window = judge_window(program, parts, opened, end, exit_code,
+                                  self.text("program.out").rstrip("\n"), cpus=cpus,
+                                  duration_s=self.case.wait_s, load_cpus=load_cpus,
+                                  conditions=self.case.checked(self.plan))
+        except RunNotValid as error:
+            # void, as on the labgrid path: an error that keeps what the board had
+            self.facts["conditions"] = error.conditions.facts()
+            raise CaseError(str(error)) from None
         except (ProgramFailed, LoadNotEffective, ValueError) as error:
             raise CaseError(str(error)) from None
+        if window.conditions is not None:
+            self.facts["conditions"] = window.conditions.facts()
+        return window
 
     def judge(self, thresholds: Thresholds, baseline_for: "BaselineFor") -> tuple[str, str]:
         """By the one judge of a case (rtlab.verdict.case), as the on-board suite judges

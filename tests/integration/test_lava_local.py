@@ -55,6 +55,12 @@ def test_a_qemu_job_run_by_lava_run_yields_judged_records(lava_run, image, tmp_p
         assert record["system"]["realtime"] is True
         assert record["system"]["kernel_release"].endswith("-rt-armmp")
         assert record["lava"]["job_result"]["result"] == "pass"
+        # checked on the board while the window ran, as a labgrid run checks it
+        checks = record["conditions"]["checks"]
+        assert checks["measuring_policy"] == {"required": "SCHED_FIFO 90",
+                                              "found": "SCHED_FIFO 90", "status": "met"}
+        assert checks["kernel"]["status"] == "met"
+        assert checks["rt_throttling"]["found"] == "sched_rt_runtime_us -1"
     assert records["cpu50"]["load_check"]["loads"] == {"cpu": {"percent": 50}}
     assert records["network"]["verdict"] == "skipped"
     assert records["signaltest"]["verdict"] in ("pass", "fail"), records["signaltest"]

@@ -69,10 +69,19 @@ def test_qemu_job_runs_the_windows_rtlab_measure_writes():
     # each measured case's window is rtlab.measure.window's script itself, not a copy
     for case in plan.cases:
         # loads started for the window and the margin rtlab.measure.window stops them after
+        # and a latency case's checks of its conditions, as a labgrid run has them
+        checked = case.checked(plan)
+        assert (checked is None) == (case.tool is not None), case.name
         expected = window_script(list(case.program), started_loads(case.parts()), 4,
-                                 case.wait_s + LOAD_OVERRUN_S)
+                                 case.wait_s + LOAD_OVERRUN_S, conditions=checked,
+                                 window_s=case.wait_s)
         assert any(step.endswith(f"\n{expected.rstrip()}\n{board.HEREDOC_END}")
                    for step in steps), case.name
+        if checked is not None:
+            assert checked.requirements.rt_throttling == "off"
+            assert checked.measuring.program == "cyclictest"
+            assert checked.measuring.cpus == (0, 1, 2, 3)
+            assert "conditions-late" in expected
     assert "stress-ng --cpu 4 --cpu-load 50" in "\n".join(steps)
     assert steps[-1] == f"sh {board.BOARD_DIR}/{board.DRIVER}"
     # the serial line stays quiet: nothing of the window goes to the console
