@@ -844,8 +844,9 @@ def check_job(measuring: MeasuringThreads, window_s: int, *, pidfile: str, out: 
     """The window's checks as one background shell job, started before the program: it
     waits for the program (its pid in ``pidfile``) to start its measuring threads, takes
     the early snapshot, then the late one ahead of the program's end, into ``out``, and
-    touches ``done``. A program that ended before the late check leaves it ``missed``
-    (the program's own exit says why), not a snapshot of a board without it.
+    touches ``done``. A program that ended before a check leaves it ``missed`` (the
+    program's own exit says why: a breach that stopped it at once, a failure), not a
+    snapshot of a board without it.
 
     It runs at SCHED_FIFO 1: below every measuring thread, but above the loads, which on a
     loaded board (an emulated one most) would otherwise hold it off until the window is
@@ -862,7 +863,9 @@ def check_job(measuring: MeasuringThreads, window_s: int, *, pidfile: str, out: 
             f"while [ -d /proc/$program_pid ] && [ $w -lt {polls} ]; do "
             f"set -- /proc/$program_pid/task/*; [ $# -gt {len(measuring.cpus)} ] && break; "
             f"{poll}; w=$((w+1)); done; "
-            f"{poll}; {snapshot_command(EARLY, first='/proc/$program_pid')}; "
+            f"{poll}; if [ -d /proc/$program_pid ]; then "
+            f"{snapshot_command(EARLY, first='/proc/$program_pid')}; "
+            f"else echo {MARK}{SECTION}-{EARLY}-{MISSED}; fi; "
             "read rtlab_up rtlab_idle </proc/uptime; "
             f"rtlab_rest=$((rtlab_t0 + {late} - ${{rtlab_up%.*}})); "
             "[ $rtlab_rest -gt 0 ] && sleep $rtlab_rest; "
@@ -894,11 +897,14 @@ class CaseConditions:
     measuring: MeasuringThreads
     flavour: str
 
-    def judge(self, lines: Sequence[str]) -> Conditions:
-        """The window's early and late checks, from the board's output (the late one
-        only where the program still ran: :func:`check_job`)."""
-        snapshots = [parse_snapshot(lines, EARLY)]
-        if f"{MARK}{SECTION}-{LATE}-{MISSED}" not in (line.strip() for line in lines):
-            snapshots.append(parse_snapshot(lines, LATE))
+    def judge(self, lines: Sequence[str]) -> Conditions | None:
+        """The window's early and late checks, from the board's output, each where the
+        program still ran (:func:`check_job`); None where it ended before either."""
+        missed = {line.strip() for line in lines} & {
+            f"{MARK}{SECTION}-{tag}-{MISSED}" for tag in (EARLY, LATE)}
+        snapshots = [parse_snapshot(lines, tag) for tag in (EARLY, LATE)
+                     if f"{MARK}{SECTION}-{tag}-{MISSED}" not in missed]
+        if not snapshots:
+            return None
         return check_all(self.requirements, snapshots, measuring=self.measuring,
                          flavour=self.flavour)

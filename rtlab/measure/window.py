@@ -508,7 +508,7 @@ def judge_window(program: Sequence[str], parts: Sequence[LoadPart], opened: Wind
             found = conditions.judge(end_lines)
         except ConditionsUnreadable as error:
             raise ProgramFailed(str(error)) from None
-        if not found.valid:
+        if found is not None and not found.valid:
             raise RunNotValid(found)
     loads = started_loads(parts)
     after = CpuTimes.parse("\n".join(_section(end_lines, "stat", "stat-end")), load_cpus)

@@ -134,6 +134,10 @@ def measurement(request, begin_case, board_name, thresholds_flavour, thresholds,
                if w.conditions is not None]
     if checked:
         record.facts["conditions"] = merge(*checked).facts()
+    else:
+        # a breach that stopped cyclictest at once: nothing was left to check
+        record.facts["conditions"]["not_checked"] = (
+            "the program ended before its measuring threads could be checked")
     if tracing is not None:
         _bring_trace_back(request, shell, record, tracing, outputs)
     record.facts["load_check"] = {**window.load_facts, "loadavg_before": window.loadavg_before,

@@ -1324,6 +1324,14 @@ def test_a_window_whose_checks_are_missing_is_a_program_failure_not_a_pass(slept
     board = FakeBoard(conditions=board_report("early"))
     with pytest.raises(ProgramFailed, match="late"):
         window(board, [], duration_s=20, conditions=CONDITIONS)
+    # a program that ended before either check (a breach at once) leaves none, not a
+    # board without its threads
+    ended = FakeBoard(conditions=[f"{MARK}conditions-early-missed",
+                                  f"{MARK}conditions-late-missed"])
+    assert window(ended, [], duration_s=20, conditions=CONDITIONS)[0].conditions is None
+    late_only = FakeBoard(conditions=[*board_report("early"), f"{MARK}conditions-late-missed"])
+    assert window(late_only, [], duration_s=20, conditions=CONDITIONS)[0].conditions.snapshots \
+        == ("early",)
     # a program that failed says so; the checks it cut short are not the error
     failed = FakeBoard(conditions=board_report("early"), rc="1")
     assert window(failed, [], duration_s=20, conditions=CONDITIONS)[0].exit_code == 1
