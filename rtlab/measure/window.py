@@ -131,9 +131,8 @@ def window_script(program: Sequence[str], loads: Sequence[StartedLoad], cpus: in
     start.append(f"sleep {LOAD_MARGIN_S}" if loads else "true")
     begin = [f"rm -f {PROGRAM_RC} {PROGRAM_RC}.tmp {PROGRAM_OUT}"]
     begin += [probe_command(load) for load in loads if load.part.probe]
-    # the board's state as the window opens, against which its end is read: the load
-    # average (a window should start as loaded as it ends) and the temperatures
     checks: list[str] = []
+    # written whole or not at all: the end action waits for the file to exist
     started = (f"({shlex.join(program)}; echo $? >{PROGRAM_RC}.tmp; mv {PROGRAM_RC}.tmp "
                f"{PROGRAM_RC}) >{PROGRAM_OUT} 2>&1 </dev/null &")
     if conditions is not None:
@@ -146,11 +145,11 @@ def window_script(program: Sequence[str], loads: Sequence[StartedLoad], cpus: in
         # beside the program, quiet: nothing crosses the console while it measures
         checks = [check_job(conditions.measuring, window_s, pidfile=PROGRAM_PID,
                             out=CONDITIONS_OUT, done=CONDITIONS_DONE)]
+    # the board's state as the window opens, against which its end is read: the load
+    # average (a window should start as loaded as it ends) and the temperatures
     begin += [f"echo {MARK}loadavg-before", "cat /proc/loadavg",
               f"echo {MARK}thermal", THERMAL, f"echo {MARK}stat",
-              "cat /proc/stat",
-              # written whole or not at all: the end action waits for the file to exist
-              *checks, started, f"echo {MARK}started"]
+              "cat /proc/stat", *checks, started, f"echo {MARK}started"]
     polls = PROGRAM_OVERRUN_S * 2
     end = [f"n=0; while [ ! -e {PROGRAM_RC} ] && [ $n -lt {polls} ]; do sleep 0.5; "
            "n=$((n+1)); done",
