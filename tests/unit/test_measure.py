@@ -1332,6 +1332,12 @@ def test_a_window_whose_checks_are_missing_is_a_program_failure_not_a_pass(slept
     late_only = FakeBoard(conditions=[*board_report("early"), f"{MARK}conditions-late-missed"])
     assert window(late_only, [], duration_s=20, conditions=CONDITIONS)[0].conditions.snapshots \
         == ("early",)
+    # a program that was ending at the late check (its threads gone, its main thread
+    # writing the results) is judged on the early one
+    ending = FakeBoard(conditions=[*board_report("early"), *board_report("late")[:3],
+                                   *board_report("late")[-7:]])
+    assert window(ending, [], duration_s=20, conditions=CONDITIONS)[0].conditions.snapshots \
+        == ("early",)
     # a program that failed says so; the checks it cut short are not the error
     failed = FakeBoard(conditions=board_report("early"), rc="1")
     assert window(failed, [], duration_s=20, conditions=CONDITIONS)[0].exit_code == 1
