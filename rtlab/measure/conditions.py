@@ -845,10 +845,12 @@ def late_check_at(window_s: int) -> int:
 
 
 def check_job(measuring: MeasuringThreads, window_s: int, *, pidfile: str, out: str,
-              done: str) -> str:
+              done: str, policy: int = SCHED_FIFO) -> str:
     """The window's checks as one background shell job, started before the program: it
-    waits for the program (its pid in ``pidfile``) to start its measuring threads, takes
-    the early snapshot, then the late one ahead of the program's end, into ``out``, and
+    waits for the program (its pid in ``pidfile``) to start its measuring threads and for
+    them to settle at ``policy`` and the measuring priority (at most a quarter of the
+    window, 30 s), takes the early snapshot, then the late one ahead of the program's end,
+    into ``out``, and
     touches ``done``. A program that ended before a check leaves it ``missed`` (the
     program's own exit says why: a breach that stopped it at once, a failure), not a
     snapshot of a board without it.
@@ -862,13 +864,25 @@ def check_job(measuring: MeasuringThreads, window_s: int, *, pidfile: str, out: 
     # loops use the short ones
     poll = "{ sleep 0.2 || sleep 1; } 2>/dev/null"
     polls = THREADS_WAIT_S * 5
+    settle_polls = 5 * max(1, min(window_s // 4, EDGE_MAX_S))
     body = (f"read rtlab_up rtlab_idle </proc/uptime; rtlab_t0=${{rtlab_up%.*}}; "
             f"w=0; while [ ! -s {pidfile} ] && [ $w -lt {polls} ]; do {poll}; "
             f"w=$((w+1)); done; program_pid=$(cat {pidfile}); w=0; "
             f"while [ -d /proc/$program_pid ] && [ $w -lt {polls} ]; do "
             f"set -- /proc/$program_pid/task/*; [ $# -gt {len(measuring.cpus)} ] && break; "
             f"{poll}; w=$((w+1)); done; "
-            f"{poll}; if [ -d /proc/$program_pid ]; then "
+            # settled: every measuring thread at the policy and priority it asks for (a
+            # new thread starts as an ordinary one and raises itself once it first runs,
+            # which a loaded emulated board delays), or the settling time is over and the
+            # check shows whatever it found. Fields 40 and 41 of stat, counted after comm
+            f"w=0; while [ -d /proc/$program_pid ] && [ $w -lt {settle_polls} ]; do "
+            "settled=1; for t in /proc/$program_pid/task/[0-9]*; do "
+            '[ "${t##*/}" = "$program_pid" ] && continue; s=; read -r s <"$t/stat" || '
+            "{ settled=0; break; }; set -- ${s##*) }; "
+            f'[ "${{38}}" = {measuring.priority} ] && [ "${{39}}" = {policy} ] || '
+            "{ settled=0; break; }; done; [ $settled = 1 ] && break; "
+            f"{poll}; w=$((w+1)); done; "
+            f"if [ -d /proc/$program_pid ]; then "
             f"{snapshot_command(EARLY, first='/proc/$program_pid')}; "
             f"else echo {MARK}{SECTION}-{EARLY}-{MISSED}; fi; "
             "read rtlab_up rtlab_idle </proc/uptime; "

@@ -579,7 +579,7 @@ def test_the_repository_suite_requires_a_clean_rt_run_and_relaxes_emulated_board
         "rcub/*")
     assert suite.requirements_for("imx6q") == Requirements()
     qemu = suite.requirements_for("qemu-imx6q", "hackbench")
-    assert qemu == Requirements(governor=None, throttled=None)
+    assert qemu == Requirements(governor=None, throttled=None, cpu_dma_latency_us=None)
     assert suite.for_board("qemu-imx6q").requirements == qemu
     assert suite.for_board("rpi3") is suite
     assert set(Requirements().as_dict()) == set(REQUIREMENT_KEYS)
