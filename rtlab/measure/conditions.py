@@ -343,7 +343,7 @@ def _single(single: Mapping[str, str], key: str, tag: str,
 
 
 _CHOICES: dict[str, tuple[str | None, ...]] = {
-    "measuring_policy": tuple(MEASURING_POLICIES),
+    "measuring_policy": (*MEASURING_POLICIES, None),
     "rt_throttling": ("off", "on", None),
     "throttled": ("never", None),
     "other_rt_tasks": ("below", None),
@@ -357,8 +357,9 @@ class Requirements:
     """What a run must have been to count (suite.yaml's ``requirements:``); None where a
     requirement is not checked."""
 
-    measuring_policy: str = "fifo"
-    """The measuring threads' policy (their priority is the suite's cyclictest priority)."""
+    measuring_policy: str | None = "fifo"
+    """The measuring threads' policy (their priority is the suite's cyclictest priority);
+    None: the measuring threads are not checked (their number, policy and CPUs)."""
     cpu_dma_latency_us: int | None = 0
     """The most /dev/cpu_dma_latency may allow."""
     governor: str | None = "performance"
@@ -520,9 +521,10 @@ def check(requirements: Requirements, snapshot: Snapshot, *, measuring: Measurin
     """Every requirement that is checked against one snapshot."""
     program = _program_tasks(snapshot, measuring)
     threads = tuple(task for task in program if task.tid != task.pid)
-    checks = [_measuring_threads(snapshot, measuring, program, threads),
-              _measuring_policy(requirements, measuring, threads),
-              _measuring_affinity(measuring, threads)]
+    checks = [] if requirements.measuring_policy is None else [
+        _measuring_threads(snapshot, measuring, program, threads),
+        _measuring_policy(requirements, measuring, threads),
+        _measuring_affinity(measuring, threads)]
     if requirements.kernel is not None:
         checks.append(_kernel(snapshot, flavour))
     if requirements.rt_throttling == "off":

@@ -146,7 +146,8 @@ def window_script(program: Sequence[str], loads: Sequence[StartedLoad], cpus: in
         # beside the program, quiet: nothing crosses the console while it measures
         checks = [check_job(conditions.measuring, window_s, pidfile=PROGRAM_PID,
                             out=CONDITIONS_OUT, done=CONDITIONS_DONE,
-                            policy=MEASURING_POLICIES[conditions.requirements.measuring_policy])]
+                            policy=MEASURING_POLICIES.get(
+                                conditions.requirements.measuring_policy or "", 1))]
     # the board's state as the window opens, against which its end is read: the load
     # average (a window should start as loaded as it ends) and the temperatures
     begin += [f"echo {MARK}loadavg-before", "cat /proc/loadavg",

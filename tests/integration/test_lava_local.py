@@ -57,8 +57,8 @@ def test_a_qemu_job_run_by_lava_run_yields_judged_records(lava_run, image, tmp_p
         assert record["lava"]["job_result"]["result"] == "pass"
         # checked on the board while the window ran, as a labgrid run checks it
         checks = record["conditions"]["checks"]
-        assert checks["measuring_policy"] == {"required": "SCHED_FIFO 90",
-                                              "found": "SCHED_FIFO 90", "status": "met"}
+        # the emulated board's measuring threads are not checked (suite.yaml qemu-*)
+        assert "measuring_policy" not in checks
         assert checks["kernel"]["status"] == "met"
         assert checks["rt_throttling"]["found"] == "sched_rt_runtime_us -1"
     assert records["cpu50"]["load_check"]["loads"] == {"cpu": {"percent": 50}}

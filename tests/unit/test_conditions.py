@@ -579,7 +579,8 @@ def test_the_repository_suite_requires_a_clean_rt_run_and_relaxes_emulated_board
         "rcub/*")
     assert suite.requirements_for("imx6q") == Requirements()
     qemu = suite.requirements_for("qemu-imx6q", "hackbench")
-    assert qemu == Requirements(governor=None, throttled=None, cpu_dma_latency_us=None)
+    assert qemu == Requirements(governor=None, throttled=None, cpu_dma_latency_us=None,
+                                measuring_policy=None)
     assert suite.for_board("qemu-imx6q").requirements == qemu
     assert suite.for_board("rpi3") is suite
     assert set(Requirements().as_dict()) == set(REQUIREMENT_KEYS)
@@ -641,7 +642,7 @@ def test_requirements_per_suite_board_and_scenario(tmp_path):
     ("  rt_throttling: null", "  rt_throttling: disabled",
      "requirements.rt_throttling must be one of off, on, null, got 'disabled'"),
     ("  rt_throttling: null", "  measuring_policy: other",
-     "requirements.measuring_policy must be one of fifo, rr, got 'other'"),
+     "requirements.measuring_policy must be one of fifo, rr, null, got 'other'"),
     ("    qemu-*: {governor: null, cpu_dma_latency_us: 100}",
      "    qemu-*: {cpu_dma_latency_us: -1}",
      "requirements.boards.qemu-*.cpu_dma_latency_us must be an integer >= 0 (µs) or null, "
