@@ -825,12 +825,11 @@ def _isolation(snapshot: Snapshot, measuring: MeasuringThreads,
 # before it ends, so that a change made while it runs (a thread reniced, throttling turned
 # back on, a task started beside it) is seen as well as one made before
 EARLY, LATE = "early", "late"
-# the early check runs one poll (0.2 s) after the measuring threads appeared: they run at
-# once above the checks (SCHED_FIFO 1) and pin themselves first, and on an emulated board
-# under load they may live for less than a second of a short window (measured on the
-# virtual i.MX6Q: cyclictest took most of a 3 s window to start its threads). The late
-# one is this far from the window's end: a quarter of the window, at most EDGE_MAX_S (an
-# hour's window is checked again 30 s before its end)
+# the early check runs once the measuring threads have settled at their policy and
+# priority (check_job), for at most this long into the window; the late one is this far
+# from the window's end: a quarter of the window, at most EDGE_MAX_S (an hour's window is
+# checked again 30 s before its end). Measured on the virtual i.MX6Q: cyclictest took most
+# of a 3 s window under load to start its threads, so a fixed delay would miss them
 EDGE_MAX_S = 30
 # how long the checks wait for the program's threads: an emulated board under load can
 # take seconds to start them
