@@ -14,6 +14,7 @@ import pytest
 
 from rtlab.artifacts.manifest import image_manifest_for
 from rtlab.artifacts.record import KINDS, write_record
+from rtlab.measure.conditions import RunNotValid
 from rtlab.measure.trace import TRACE_CHOICES, TRACERS
 from rtlab.pytestplugin.record import (
     CaseRecord,
@@ -155,9 +156,11 @@ def pytest_runtest_makereport(
     record = item.stash.get(RECORD_KEY, None)
     if record is None:
         return report
-    if call.excinfo is not None and isinstance(call.excinfo.value, InfrastructureError):
+    if call.excinfo is not None and isinstance(call.excinfo.value,
+                                               (InfrastructureError, RunNotValid)):
         # the cause alone, as the JUnit message and the record's: the exception's class
-        # says nothing a reader of a red pipeline needs
+        # says nothing a reader of a red pipeline needs (a void run's names the
+        # requirements the board did not meet)
         crash = getattr(report.longrepr, "reprcrash", None)
         if crash is not None:
             crash.message = str(call.excinfo.value)

@@ -191,6 +191,7 @@ def test_a_non_rt_kernel_named_rt_is_an_error_never_a_latency_verdict(
     name, verdict, message = only_case(clone, "imx6q", "rt")
     assert name == f"qemu-imx6q/rt/{CASE}"
     assert verdict == "error", (verdict, message)
+    assert message.startswith("the run is not what it claims: "), message
     assert "flavour rt requires a PREEMPT_RT kernel: uname -v '" in message, message
     record = only_record(clone, "imx6q", "rt")
     assert record["verdict"] == "error"
