@@ -37,7 +37,24 @@ FAULT_KINDS: Mapping[str, str] = {
     "slow-boot": "the board starts SECONDS after power-on",
     "trace-lockdown": "the kernel boots locked down (lockdown=confidentiality, as a board "
                       "under Secure Boot may): it offers no tracefs, so no trace is possible",
+    # played by the board's /init, AFTER seconds after a measuring program (cyclictest)
+    # starts: the ways a lab's board is not what the case claims while the window runs
+    "window-renice": "AFTER seconds (default 2) into the window, cyclictest's threads are "
+                     "set to SCHED_OTHER, as a job's own priority setting would",
+    "window-rt-task": "AFTER seconds into the window, a SCHED_FIFO 99 task starts on CPU0 "
+                      "and stays, as a stray real-time daemon would",
+    "window-rt-throttling": "AFTER seconds into the window, RT throttling is turned back on "
+                            "(sched_rt_runtime_us 950000)",
+    "window-governor": "AFTER seconds into the window, CPU0 shows the cpufreq governor "
+                       "powersave: a stand-in (QEMU's boards have no cpufreq), a tmpfs over "
+                       "CPU0's sysfs folder that the check reads as a real board's",
 }
+# the window faults, as /init's rtlab.window_fault=KIND:AFTER names them
+WINDOW_FAULTS: Mapping[str, str] = {
+    "window-renice": "renice", "window-rt-task": "rt-task",
+    "window-rt-throttling": "rt-throttling", "window-governor": "governor",
+}
+WINDOW_FAULT_AFTER_S = 2.0
 PDU_TIMEOUT_DEFAULT_S = 3600.0
 # where sd-corrupt flips bytes: inside the first block of every image (the MBR's boot code
 # area), so a read-back of the written ranges always covers it
@@ -47,6 +64,15 @@ CORRUPT_LENGTH = 16
 CONSOLE_TRIGGERED = ("panic", "serial-disconnect")
 ON_CONSOLE_MAX = 200
 PARAMS = ("times", "seconds", "after_s", "code", "on_console")
+
+
+def window_fault_param(kind: str, after_s: float | None) -> str:
+    """The kernel parameter by which the board's /init plays window fault ``kind``: the
+    virtual rack adds it for a boot, a test adds it to a LAVA job's command line."""
+    if kind not in WINDOW_FAULTS:
+        raise FaultError(f"'{kind}' is not a window fault (valid: {', '.join(WINDOW_FAULTS)})")
+    after = WINDOW_FAULT_AFTER_S if after_s is None else after_s
+    return f"rtlab.window_fault={WINDOW_FAULTS[kind]}:{int(after)}"
 
 
 class FaultError(ValueError):

@@ -13,7 +13,15 @@ import attrs
 
 from rtlab.platform.boards import board_model
 from rtlab.vlab.config import VirtualBoard
-from rtlab.vlab.faults import CloseWriteWatch, ConsoleWatch, Fault, FaultPlan, corrupt
+from rtlab.vlab.faults import (
+    WINDOW_FAULTS,
+    CloseWriteWatch,
+    ConsoleWatch,
+    Fault,
+    FaultPlan,
+    corrupt,
+    window_fault_param,
+)
 from rtlab.vlab.qemu import BootConfigError, qemu_command, read_boot_config
 from rtlab.vlab.serial import SerialLine
 
@@ -277,6 +285,11 @@ class BoardSlot:
             # ("Tracing disabled due to lockdown"), as on a locked-down physical board
             self.logger.warning("fault: trace-lockdown")
             params.append("lockdown=confidentiality")
+        for kind in WINDOW_FAULTS:
+            window = self.faults.at_power_on(kind)
+            if window is not None:
+                self.logger.warning("fault: %s, played by the board in its next window", kind)
+                params.append(window_fault_param(kind, window.after_s))
         panic = self.faults.at_power_on("panic")
         if panic is not None:
             self.logger.warning("fault: panic %.0f s after power-on", panic.after_s)

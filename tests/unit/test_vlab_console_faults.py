@@ -129,7 +129,9 @@ def test_faults_timed_from_power_on_are_as_before():
     async def test(bench: Bench) -> None:
         bench.slot.arm(Fault("panic", after_s=40))
         bench.slot.arm(Fault("boot-panic"))
-        assert bench.slot._boot_faults() == [BOOT_PANIC_PARAM, "rtlab.panic_after=40"]
+        bench.slot.arm(Fault("window-rt-task", after_s=3))
+        assert bench.slot._boot_faults() == [BOOT_PANIC_PARAM, "rtlab.window_fault=rt-task:3",
+                                             "rtlab.panic_after=40"]
         # each fired once
         assert bench.slot._boot_faults() == []
         # a console text never fires a fault armed from power-on

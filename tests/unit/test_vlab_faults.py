@@ -4,7 +4,15 @@ import pytest
 
 from rtlab.lab.console import describe, panic_line
 from rtlab.lab.strategy import tool_error
-from rtlab.vlab.faults import FAULT_KINDS, Fault, FaultError, FaultPlan
+from rtlab.util.paths import REPO_ROOT
+from rtlab.vlab.faults import (
+    FAULT_KINDS,
+    WINDOW_FAULTS,
+    Fault,
+    FaultError,
+    FaultPlan,
+    window_fault_param,
+)
 
 
 def test_a_fault_fires_as_often_as_armed():
@@ -39,7 +47,20 @@ def test_bad_fault_requests_are_refused_with_what_is_valid(kind, params, message
 def test_every_kind_is_described():
     assert set(FAULT_KINDS) == {"boot-hang", "panic", "boot-panic", "serial-disconnect",
                                 "pdu-error", "pdu-timeout", "sd-write-error", "sd-corrupt",
-                                "silent", "slow-boot", "trace-lockdown"}
+                                "silent", "slow-boot", "trace-lockdown", "window-renice",
+                                "window-rt-task", "window-rt-throttling", "window-governor"}
+
+
+def test_window_faults_are_parameters_the_boards_init_plays():
+    assert window_fault_param("window-renice", None) == "rtlab.window_fault=renice:2"
+    assert window_fault_param("window-rt-throttling", 0) == "rtlab.window_fault=rt-throttling:0"
+    init = (REPO_ROOT / "rtlab" / "image" / "files" / "init").read_text()
+    # every kind the rack sends is one /init knows
+    for name in WINDOW_FAULTS.values():
+        assert f"        {name})\n" in init, name
+    assert "rtlab.window_fault=*)" in init
+    with pytest.raises(FaultError, match="'panic' is not a window fault"):
+        window_fault_param("panic", 1)
 
 
 def test_console_descriptions():
