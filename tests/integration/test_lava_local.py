@@ -1,8 +1,9 @@
 """A rendered QEMU job run by Debian's lava-run (lava-dispatcher) against the virtual i.MX6Q
 with its PREEMPT_RT image: LAVA boots it, its test shell runs rtlab's scripts, and the
 job's log becomes result records judged by thresholds.yaml, and their JUnit report. About
-50 s: two cases of 3 s of cyclictest, one of them under a CPU load, one skipped as on
-labgrid, and signaltest."""
+60 s: two cases of 3 s of cyclictest, one of them under a CPU load, one skipped as on
+labgrid, and signaltest. The board turns RT throttling back on in the first window, which
+the board's checks find, so that case is an error (issue 32)."""
 
 import os
 import shutil
@@ -16,6 +17,7 @@ from rtlab.artifacts.record import read_record
 from rtlab.cli import main
 from rtlab.lava.joblog import read_log
 from rtlab.store import ingest_paths, open_store
+from rtlab.vlab.faults import window_fault_param
 
 pytestmark = pytest.mark.lava
 
@@ -37,6 +39,13 @@ def test_a_qemu_job_run_by_lava_run_yields_judged_records(lava_run, image, tmp_p
                  "--rt-tests", "signaltest",
                  "--duration", "3", "--out", str(job)]) == 0
     assert main(["lava", "validate", str(job)]) == 0
+    # the board turns RT throttling back on as the first window's cyclictest starts (the
+    # board's /init plays it, as on the virtual rack): that case is void, the next window
+    # sets it off again and is judged
+    text = job.read_text()
+    assert text.count('-append \\"') == 1
+    job.write_text(text.replace(
+        '-append \\"', f'-append \\"{window_fault_param("window-rt-throttling", 0)} '))
     out = tmp_path / "run"
     code = main(["lava", "local", str(job), "--out", str(out), "--timeout", "420"])
 
@@ -46,7 +55,15 @@ def test_a_qemu_job_run_by_lava_run_yields_judged_records(lava_run, image, tmp_p
     assert log.unreadable == ()
     records = {r["scenario"]: r for r in map(read_record, (out / "results").glob("*.json"))}
     assert set(records) == {"idle", "cpu50", "network", "signaltest"}
-    for scenario in ("idle", "cpu50"):
+    # judged on the host from the board's checks, as a labgrid run judges them
+    void = records["idle"]
+    assert void["verdict"] == "error", void["message"]
+    assert void["message"].startswith(
+        "the run is not what it claims: RT throttling on: sched_rt_runtime_us 950000, case "
+        "requires -1 (off)"), void["message"]
+    assert void["conditions"]["checks"]["rt_throttling"]["status"] == "mismatch"
+    assert void["conditions"]["checks"]["kernel"]["status"] == "met"
+    for scenario in ("cpu50",):
         record = records[scenario]
         # judged by the gate (the emulated figures may or may not pass it), never an error
         assert record["verdict"] in ("pass", "fail"), record["message"]
@@ -65,7 +82,8 @@ def test_a_qemu_job_run_by_lava_run_yields_judged_records(lava_run, image, tmp_p
     assert records["network"]["verdict"] == "skipped"
     assert records["signaltest"]["verdict"] in ("pass", "fail"), records["signaltest"]
     assert records["signaltest"]["threads"][0]["samples"] > 0
-    assert code == (0 if all(r["verdict"] != "fail" for r in records.values()) else 1)
+    # an error fails the job's run, whatever the others' verdicts
+    assert code == 1
 
     # the JUnit beside the records: a test case per case, named and judged as its record
     junit, = out.glob("junit-lava-*.xml")
@@ -73,6 +91,7 @@ def test_a_qemu_job_run_by_lava_run_yields_judged_records(lava_run, image, tmp_p
     cases = {case.get("name"): case for case in suite.iter("testcase")}
     assert set(cases) == {r["name"] for r in records.values()}
     assert suite.get("tests") == "4" and suite.get("skipped") == "1"
+    assert suite.get("errors") == "1"
     tags = {"pass": None, "fail": "failure", "error": "error", "skipped": "skipped"}
     for record in records.values():
         case = cases[record["name"]]
@@ -85,7 +104,9 @@ def test_a_qemu_job_run_by_lava_run_yields_judged_records(lava_run, image, tmp_p
         assert read_record(Path(figures["result_record"]))["name"] == record["name"]
         if record["scenario"] in ("idle", "cpu50"):
             assert case.get("classname") == "tests.target.test_latency"
-            assert {f"cpu{n}_max_us" for n in range(4)} <= set(figures)
+            # a void run has no figures
+            assert ({f"cpu{n}_max_us" for n in range(4)} <= set(figures)) == (
+                record["scenario"] == "cpu50")
             # the case's own part of lava-run's log, from its start to its end
             shown = case.find("system-out").text
             name = f"{record['scenario']}-{record['interval_us']}us"

@@ -76,7 +76,8 @@ def run_with_faults(vlab: VlabConfig, image, tmp_path, monkeypatch):
     # with two CPUs at 0 samples, a latency fail in a test that expects a pass
     def run(faults: list[tuple[str, dict]], *, scenarios: str = "idle", duration: int = 10,
             login_timeout: int = 90, boot_attempts: int = 2,
-            pdu_timeout: float = 5.0, silence_timeout: float = 15.0) -> FaultRun:
+            pdu_timeout: float = 5.0, silence_timeout: float = 15.0,
+            suite: Path | None = None) -> FaultRun:
         for kind, params in faults:
             control.inject_fault(vlab, PLACE, kind, **params)
         runs.append(None)
@@ -88,7 +89,8 @@ def run_with_faults(vlab: VlabConfig, image, tmp_path, monkeypatch):
              "--env", str(fault_env(tmp_path, login_timeout, boot_attempts, pdu_timeout,
                                         silence_timeout)),
              "--out", str(out), "--duration", str(duration), "--scenarios", scenarios,
-             "--intervals", "1000", "--rt-tests", "none"],
+             "--intervals", "1000", "--rt-tests", "none",
+             *(["--suite", str(suite)] if suite is not None else [])],
             capture_output=True, text=True, cwd=REPO_ROOT, timeout=1200, check=False,
             env={**os.environ},
         )
