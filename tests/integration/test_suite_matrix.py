@@ -205,6 +205,9 @@ boards:
 """
 
 
+# in make demo FULL=1 (90 s of make test's 45 min): the isolated measuring CPU is checked
+# by the window's isolation check on every run too (tests/unit/test_conditions.py)
+@pytest.mark.full
 def test_isolated_variant_measures_only_the_isolated_cpu(vlab, isolated_image, tmp_path):
     thresholds = tmp_path / "thresholds.yaml"
     thresholds.write_text(WIDE_THRESHOLDS)
