@@ -60,8 +60,8 @@ def snapshot_command(tag: str, *, first: str | None = None) -> str:
     """One shell command line (POSIX sh: dash, busybox ash) that prints the board's
     conditions as the section ``rtlab-evidence:conditions-<tag>`` ... ``-end``.
 
-    It runs mid-window beside the measurement, so it forks little: the tasks are read with
-    the shell's own ``read`` over one glob, their affinities with one grep and one sed;
+    It runs mid-window beside the measurement, so it forks little: the tasks' stat and
+    affinities are each read by one grep and one sed over one glob, the rest by the shell;
     a fact that cannot be read is printed as ``unknown`` or left out, never guessed.
     ``first``: a process whose tasks are read before all the others (``/proc/PID``: the
     measuring program, whose threads may not outlive a slow board's walk of every task).
@@ -73,17 +73,20 @@ def snapshot_command(tag: str, *, first: str | None = None) -> str:
 
     def tasks(glob: str) -> list[str]:
         return [
-            # a task that ends between the glob and the read is left out
-            f'for d in {glob}/task/[0-9]*; do s=; read -r s <"$d/stat" && p=${{d#/proc/}} '
-            "&& printf 'task %s %s %s\\n' \"${p%%/*}\" \"${d##*/}\" \"$s\"; done",
+            # one grep reads them all, a block at a time: the shell's read takes a byte at
+            # a time, which cost the idle virtual i.MX6Q 6.5 s a check; a task that ends
+            # between the glob and the read is left out
+            f"grep -H '' {glob}/task/[0-9]*/stat | sed -n "
+            "'s#^/proc/\\([0-9]*\\)/task/\\([0-9]*\\)/stat:#task \\1 \\2 #p'",
             f"grep -H '^Cpus_allowed_list:' {glob}/task/[0-9]*/status | sed -n "
             "'s#^/proc/\\([0-9]*\\)/task/\\([0-9]*\\)/status:Cpus_allowed_list:[[:space:]]*"
             "#allowed \\1 \\2 #p'"]
 
     parts = [
         f"echo {MARK}{SECTION}-{tag}",
+        # when it began and ended, by the board's clock: what the check cost the board
+        "read u i </proc/uptime && printf 'began %s\\n' \"$u\"",
         *(tasks(first) if first else []),
-        *tasks("/proc/[0-9]*"),
         # reading the device gives the aggregated target (opening it adds a request at the
         # default, "no constraint", so the check does not change what it reads)
         f"v=$(od -An -t d4 {dma} || hexdump -e '1/4 \"%d\"' {dma}); "
@@ -113,6 +116,10 @@ def snapshot_command(tag: str, *, first: str | None = None) -> str:
         "read -r v </proc/cmdline && printf 'cmdline %s\\n' \"$v\"",
         f"read -r v <{cpu}/isolated && printf 'isolated %s\\n' \"$v\"",
         f"read -r v <{cpu}/nohz_full && printf 'nohz_full %s\\n' \"$v\"",
+        # every task last: on a slow board the walk takes seconds (4 s on the virtual
+        # i.MX6Q), and the facts above are then read at the check's time, not after it
+        *tasks("/proc/[0-9]*"),
+        "read u i </proc/uptime && printf 'ended %s\\n' \"$u\"",
         f"echo {MARK}{SECTION}-{tag}-end",
     ]
     return "{ " + "; ".join(parts) + "; } 2>/dev/null"
@@ -200,6 +207,8 @@ class Snapshot:
     cmdline: str | None
     isolated: tuple[int, ...] | None
     nohz_full: str | None
+    seconds: float | None = None
+    """How long the board took to print it (its uptime at the end less at the start)."""
 
     def cpu(self, number: int) -> CpuState | None:
         return next((state for state in self.cpus if state.cpu == number), None)
@@ -239,7 +248,7 @@ def parse_snapshot(lines: Iterable[str], tag: str | None = None) -> Snapshot:
                 index, state, kind = _fields(rest, 3)
                 cooling.append(Cooling(_int(index), _unknown(kind), _maybe_int(state)))
             elif key in ("dma", "rt_runtime_us", "realtime", "version", "cmdline",
-                         "isolated", "nohz_full"):
+                         "isolated", "nohz_full", "began", "ended"):
                 if key in single:
                     raise ValueError(f"a second {key!r} line")
                 single[key] = rest
@@ -266,7 +275,19 @@ def parse_snapshot(lines: Iterable[str], tag: str | None = None) -> Snapshot:
         cmdline=single.get("cmdline"),
         isolated=_single(single, "isolated", tag, cpu_list),
         nohz_full=single.get("nohz_full"),
+        seconds=_seconds(single, tag),
     )
+
+
+def _seconds(single: Mapping[str, str], tag: str) -> float | None:
+    """How long the snapshot took the board (None where its clock was not read)."""
+    try:
+        began, ended = (float(single[key]) if key in single else None
+                        for key in ("began", "ended"))
+    except ValueError:
+        raise ConditionsUnreadable(f"the board's conditions ({tag}) have a garbled uptime: "
+                                   f"{single.get('began')!r}, {single.get('ended')!r}") from None
+    return None if began is None or ended is None else round(ended - began, 2)
 
 
 def _section(lines: Sequence[str], tag: str | None) -> tuple[list[str], str]:
@@ -479,6 +500,8 @@ class Conditions:
     requirements: Requirements
     measuring: MeasuringThreads
     flavour: str
+    seconds: tuple[float | None, ...] = ()
+    """How long each snapshot took the board, in the order of ``snapshots``."""
 
     @property
     def mismatches(self) -> tuple[Check, ...]:
@@ -495,6 +518,7 @@ class Conditions:
     def facts(self) -> dict[str, Any]:
         """For the result record: each checked requirement beside what was found."""
         return {"snapshots": list(self.snapshots), "flavour": self.flavour,
+                "snapshot_seconds": dict(zip(self.snapshots, self.seconds, strict=False)),
                 "measuring": self.measuring.as_dict(),
                 "requirements": self.requirements.as_dict(),
                 "checks": {check.name: {"required": check.required, "found": check.found,
@@ -541,7 +565,8 @@ def check(requirements: Requirements, snapshot: Snapshot, *, measuring: Measurin
         checks.append(_other_rt_tasks(snapshot, requirements, measuring, program))
     if requirements.isolation is not None:
         checks.append(_isolation(snapshot, measuring, program))
-    return Conditions(tuple(checks), (snapshot.tag,), requirements, measuring, flavour)
+    return Conditions(tuple(checks), (snapshot.tag,), requirements, measuring, flavour,
+                      (snapshot.seconds,))
 
 
 def check_all(requirements: Requirements, snapshots: Sequence[Snapshot], *,
@@ -581,7 +606,8 @@ def merge(*conditions: Conditions) -> Conditions:
         problems = tuple(f"{problem} (at the {'+'.join(at)} check)"
                          for problem, at in where.items())
         merged.append(Check(name, found[0][1].required, found_text, status, problems))
-    return Conditions(tuple(merged), tags, first.requirements, first.measuring, first.flavour)
+    return Conditions(tuple(merged), tags, first.requirements, first.measuring, first.flavour,
+                      tuple(seconds for one in conditions for seconds in one.seconds))
 
 
 def _verdict(name: str, required: str, found: str, problems: Sequence[str],

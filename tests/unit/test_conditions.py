@@ -536,7 +536,14 @@ def test_the_snapshot_runs_in_a_posix_shell_on_real_proc(shell, tmp_path):
     finally:
         done.set()
         helper.join()
-    snapshot = parse_snapshot(out.read_text().splitlines())
+    lines = out.read_text().splitlines()
+    snapshot = parse_snapshot(lines)
+    # timed by the board's clock, the system's facts read before the walk of every task
+    # (which takes seconds on a slow board)
+    assert snapshot.seconds is not None and 0 <= snapshot.seconds < 30
+    keys = [line.partition(" ")[0] for line in lines]
+    assert keys[1] == "began" and keys[-2] == "ended"
+    assert keys.index("rt_runtime_us") < keys.index("task")
     pid = os.getpid()
     me = next(one for one in snapshot.tasks if (one.pid, one.tid) == (pid, pid))
     comm = Path("/proc/self/comm").read_text().rstrip("\n")
@@ -554,6 +561,7 @@ def test_the_snapshot_runs_in_a_posix_shell_on_real_proc(shell, tmp_path):
     # this process's threads as if they measured: found, and reported at SCHED_OTHER
     result = check(Requirements(), snapshot, flavour="std",
                    measuring=MeasuringThreads(comm, 90, tuple(os.sched_getaffinity(0))))
+    assert result.facts()["snapshot_seconds"] == {"mid": snapshot.seconds}
     policy = next(one for one in result.checks if one.name == "measuring_policy")
     assert policy.status == MISMATCH
     assert any(problem.startswith(f"measuring thread {helper.native_id} on CPU")
