@@ -38,7 +38,8 @@ FAULT_KINDS: Mapping[str, str] = {
     "trace-lockdown": "the kernel boots locked down (lockdown=confidentiality, as a board "
                       "under Secure Boot may): it offers no tracefs, so no trace is possible",
     # played by the board's /init, AFTER seconds after a measuring program (cyclictest)
-    # starts: the ways a lab's board is not what the case claims while the window runs
+    # starts, and undone when it ends (one window per boot): the ways a lab's board is not
+    # what the case claims while the window runs
     "window-renice": "AFTER seconds (default 2) into the window, cyclictest's threads are "
                      "set to SCHED_OTHER, as a job's own priority setting would",
     "window-rt-task": "AFTER seconds into the window, a SCHED_FIFO 99 task starts on CPU0 "
