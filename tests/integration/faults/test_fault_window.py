@@ -60,4 +60,7 @@ def test_a_board_changed_mid_window_voids_the_run_naming_each_requirement(
     assert checks["kernel"]["status"] == "met"
     assert checks["measuring_threads"]["status"] == "met"
     assert record["conditions"]["snapshots"] == ["early", "late"]
+    # what each check cost the board, by its own clock
+    took = record["conditions"]["snapshot_seconds"]
+    assert set(took) == {"early", "late"} and all(0 <= s < WINDOW_S for s in took.values())
     assert_cleaned_up(vlab, sdmux="dut")
