@@ -116,8 +116,8 @@ def snapshot_command(tag: str, *, first: str | None = None) -> str:
         "read -r v </proc/cmdline && printf 'cmdline %s\\n' \"$v\"",
         f"read -r v <{cpu}/isolated && printf 'isolated %s\\n' \"$v\"",
         f"read -r v <{cpu}/nohz_full && printf 'nohz_full %s\\n' \"$v\"",
-        # every task last: on a slow board the walk takes seconds (4 s on the virtual
-        # i.MX6Q), and the facts above are then read at the check's time, not after it
+        # every task last: the walk is what takes a slow board seconds, and the facts above
+        # are then read at the check's time, not after it
         *tasks("/proc/[0-9]*"),
         "read u i </proc/uptime && printf 'ended %s\\n' \"$u\"",
         f"echo {MARK}{SECTION}-{tag}-end",

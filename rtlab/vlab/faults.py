@@ -43,7 +43,7 @@ FAULT_KINDS: Mapping[str, str] = {
     "window-renice": "AFTER seconds (default 2) into the window, cyclictest's threads are "
                      "set to SCHED_OTHER, as a job's own priority setting would",
     "window-rt-task": "AFTER seconds into the window, a SCHED_FIFO 99 task starts on CPU0 "
-                      "and stays, as a stray real-time daemon would",
+                      "and stays until the window ends, as a stray real-time daemon would",
     "window-rt-throttling": "AFTER seconds into the window, RT throttling is turned back on "
                             "(sched_rt_runtime_us 950000)",
     "window-governor": "AFTER seconds into the window, CPU0 shows the cpufreq governor "
@@ -110,6 +110,10 @@ class Fault:
                     or not self.on_console.isprintable():
                 raise FaultError(f"{self.kind}: ON_CONSOLE must be 1-{ON_CONSOLE_MAX} "
                                  f"printable characters, got {self.on_console!r}")
+        if (self.kind in WINDOW_FAULTS and self.after_s is not None
+                and not float(self.after_s).is_integer()):
+            raise FaultError(f"{self.kind}: AFTER must be whole seconds (the board's sleep "
+                             f"takes no fraction), got {self.after_s}")
         if self.kind == "panic" and self.after_s is None and self.on_console is None:
             raise FaultError("panic needs AFTER (seconds after power-on) or ON_CONSOLE")
         if self.kind in ("serial-disconnect", "slow-boot") and self.seconds is None:

@@ -61,6 +61,10 @@ def test_window_faults_are_parameters_the_boards_init_plays():
     assert "rtlab.window_fault=*)" in init
     with pytest.raises(FaultError, match="'panic' is not a window fault"):
         window_fault_param("panic", 1)
+    # a fraction the board could not sleep is refused when armed, not rounded
+    with pytest.raises(FaultError, match="window-renice: AFTER must be whole seconds"):
+        Fault.from_request("window-renice", {"after_s": 2.5})
+    assert Fault.from_request("window-renice", {"after_s": 3}).after_s == 3
 
 
 def test_console_descriptions():
