@@ -191,10 +191,13 @@ def test_a_non_rt_kernel_named_rt_is_an_error_never_a_latency_verdict(
     name, verdict, message = only_case(clone, "imx6q", "rt")
     assert name == f"qemu-imx6q/rt/{CASE}"
     assert verdict == "error", (verdict, message)
-    assert message.startswith("the run is not what it claims: "), message
-    assert "flavour rt requires a PREEMPT_RT kernel: uname -v '" in message, message
+    # the JUnit's message is pytest's ('failed on setup with "..."'), the record's the cause
+    assert "the run is not what it claims: flavour rt requires a PREEMPT_RT kernel: uname -v '" \
+        in message, message
     record = only_record(clone, "imx6q", "rt")
     assert record["verdict"] == "error"
+    assert record["message"].startswith("the run is not what it claims: flavour rt requires a "
+                                        "PREEMPT_RT kernel: uname -v '"), record["message"]
     assert record["flavour"] == "rt"
     assert record["system"]["realtime"] is False
     assert record["system"]["preemption"] != "PREEMPT_RT"
