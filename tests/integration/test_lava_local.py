@@ -4,7 +4,8 @@ job's log becomes result records judged by thresholds.yaml, and their JUnit repo
 80 s: two cases of 10 s of cyclictest, one of them under a CPU load, one skipped as on
 labgrid, and signaltest. The board changes under the first window (its threads reniced, a
 SCHED_FIFO 99 task, RT throttling back on, a governor stand-in), which the board's checks
-find, so that case is an error naming each (issue 32)."""
+find, so that case is an error naming each (issue 32). A second job boots a stock kernel
+under flavour rt (about 40 s)."""
 
 import os
 import re
@@ -160,3 +161,48 @@ def test_a_qemu_job_run_by_lava_run_yields_judged_records(lava_run, image, tmp_p
     left = subprocess.run(["pgrep", "-f", f"{out}/lava-run"], capture_output=True, text=True,
                           check=False).stdout
     assert left == ""
+
+
+def test_a_job_for_flavour_rt_that_boots_a_stock_kernel_is_an_error(lava_run, image, tmp_path):
+    """The lab's deploy put the wrong kernel under a job that names flavour rt (the job is
+    rendered for rt, its boot files and card are the std image's): the board's kernel check
+    voids the case, on the LAVA path as on labgrid's (test_pipeline_local). About 40 s."""
+    image("imx6q", "rt")
+    std_image = image("imx6q", "std")
+    common = ["--board", "qemu-imx6q", "--scenarios", "idle", "--intervals", "1000",
+              "--rt-tests", "none", "--duration", "3"]
+    job = tmp_path / "job.yaml"
+    assert main(["lava", "render", "--flavour", "rt", *common, "--out", str(job),
+                 "--boot-dir", str(tmp_path / "boot")]) == 0
+    # rendering refuses the std image for flavour rt, so the swap is the lab's, after it
+    std_boot = tmp_path / "std-boot"
+    assert main(["lava", "render", "--flavour", "std", *common,
+                 "--out", str(tmp_path / "std.yaml"), "--boot-dir", str(std_boot)]) == 0
+    for name in ("zImage", "initrd.cpio.gz", "imx6q-sabrelite.dtb"):
+        shutil.copyfile(std_boot / name, tmp_path / "boot" / name)
+    text = job.read_text()
+    rt_card = f"file://{image('imx6q', 'rt')}"
+    assert text.count(rt_card) == 1
+    job.write_text(text.replace(rt_card, f"file://{std_image}"))
+
+    out = tmp_path / "run"
+    assert main(["lava", "local", str(job), "--out", str(out), "--timeout", "300"]) == 1
+
+    record, = map(read_record, (out / "results").glob("*.json"))
+    assert record["flavour"] == "rt"
+    assert record["verdict"] == "error", record["message"]
+    assert record["message"].startswith(
+        "the run is not what it claims: flavour rt requires a PREEMPT_RT kernel: uname -v '"), \
+        record["message"]
+    assert "/sys/kernel/realtime absent" in record["message"]
+    kernel = record["conditions"]["checks"]["kernel"]
+    assert kernel["status"] == "mismatch"
+    assert kernel["required"].startswith("PREEMPT_RT (flavour rt)")
+    assert "PREEMPT_RT" not in kernel["found"]
+    assert record["system"]["realtime"] is False
+    # no figures from a void run
+    assert "cpus" not in record
+    junit, = out.glob("junit-lava-*.xml")
+    case, = ET.parse(junit).getroot().iter("testcase")
+    error, = case.findall("error")
+    assert record["message"].startswith(error.get("message"))
