@@ -12,6 +12,7 @@ from pathlib import Path
 
 import requests
 
+from rtlab.vlab import ports
 from rtlab.vlab.config import VlabConfig
 
 START_TIMEOUT_S = 90.0
@@ -84,11 +85,17 @@ def armed_faults(config: VlabConfig) -> dict[str, list[dict[str, object]]]:
 
 def start(config: VlabConfig, state_dir: Path) -> dict[str, object]:
     state_dir.mkdir(parents=True, exist_ok=True)
-    if running_pid(state_dir) is not None:
+    pid = running_pid(state_dir)
+    if pid is not None:
         current = status(config)
-        if current and current.get("ready"):
+        if current is not None and _ready(current, pid):
             return current
-        raise VlabError(f"virtual rack process {running_pid(state_dir)} runs but is not ready")
+        raise VlabError(f"virtual rack process {pid} runs but is not ready"
+                        + _foreign(current, pid))
+    try:
+        ports.check_free(config)
+    except ports.PortTaken as error:
+        raise VlabError(str(error)) from None
     log = state_dir / "vlab.log"
     with log.open("ab") as out:
         # its own session, so that stop can take down QEMU, coordinator and exporter
@@ -109,11 +116,22 @@ def start(config: VlabConfig, state_dir: Path) -> dict[str, object]:
                 + _tail(log)
             )
         current = status(config)
-        if current and current.get("ready"):
+        if current is not None and _ready(current, proc.pid):
             return current
         time.sleep(0.5)
     stop(state_dir)
     raise VlabError(f"virtual rack not ready after {START_TIMEOUT_S:.0f} s:\n" + _tail(log))
+
+
+def _ready(current: dict[str, object], pid: int) -> bool:
+    """Ready, and ours: another rack on the API port answers /status too."""
+    return bool(current.get("ready")) and current.get("pid") == pid
+
+
+def _foreign(current: dict[str, object] | None, pid: int) -> str:
+    if current is not None and current.get("pid") != pid:
+        return f" (the API port is answered by another rack, pid {current.get('pid')})"
+    return ""
 
 
 def stop(state_dir: Path) -> bool:

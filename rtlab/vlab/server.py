@@ -2,7 +2,6 @@
 boards) on loopback, with a labgrid coordinator and exporter in front of it."""
 
 import asyncio
-import contextlib
 import logging
 import os
 import shutil
@@ -13,6 +12,7 @@ from pathlib import Path
 from aiohttp import web
 
 from rtlab.lab import client as labgrid_client
+from rtlab.vlab import ports
 from rtlab.vlab.config import LOOPBACK, VlabConfig
 from rtlab.vlab.faults import PDU_TIMEOUT_DEFAULT_S, Fault, FaultError
 from rtlab.vlab.rack import BoardSlot, RackError, host_view_path
@@ -172,6 +172,8 @@ class VirtualRack:
 
     # --- lifecycle ----------------------------------------------------------------------
     async def start(self, with_labgrid: bool) -> None:
+        # before anything binds: `rtlab vlab serve` may be run without `start`'s check
+        ports.check_free(self.config)
         for slot in self.slots:
             await slot.serial.start()
         # a request held by a pdu-timeout fault must not hold up the rack's stop
@@ -198,7 +200,9 @@ class VirtualRack:
             [bindir / "labgrid-coordinator", "--listen", self.config.coordinator_address],
             coordinator_dir, log_dir / "coordinator.log",
         )
-        await _wait_port(self.config.coordinator_port, self.services["coordinator"])
+        # a coordinator already on the port would take the exporter and the places, while
+        # ours dies on "Address already in use": the port must be our coordinator's
+        await _wait_own_port(self.config, self.services["coordinator"])
         self.services["exporter"] = await _spawn(
             [bindir / "labgrid-exporter", "--coordinator", self.config.coordinator_address,
              "--name", self.config.exporter_name, "--hostname", LOOPBACK, exporter_file],
@@ -277,16 +281,22 @@ async def _run(cmd: list[object]) -> str:
     return text
 
 
-async def _wait_port(port: int, proc: asyncio.subprocess.Process) -> None:
+async def _wait_own_port(config: VlabConfig, proc: asyncio.subprocess.Process) -> None:
+    port = config.coordinator_port
     for _ in range(int(LABGRID_START_TIMEOUT_S * 10)):
         if proc.returncode is not None:
-            raise RuntimeError(f"service on port {port} exited with {proc.returncode}")
-        with contextlib.suppress(OSError):
-            _, writer = await asyncio.open_connection(LOOPBACK, port)
-            writer.close()
+            holders = ports.listeners(port)
+            if holders:
+                rack_port = ports.RackPort(port, "coordinator_port", "the labgrid coordinator")
+                raise ports.PortTaken(ports.taken_message(
+                    config, rack_port, ", ".join(map(ports.describe, holders))))
+            raise RuntimeError(f"the coordinator exited with {proc.returncode}; "
+                               "see logs/coordinator.log")
+        if await asyncio.to_thread(ports.held_by, port, proc.pid):
             return
         await asyncio.sleep(0.1)
-    raise RuntimeError(f"nothing listens on {LOOPBACK}:{port}")
+    raise RuntimeError(f"the coordinator (pid {proc.pid}) does not listen on "
+                       f"{LOOPBACK}:{port}")
 
 
 async def serve(config: VlabConfig, state_dir: Path, with_labgrid: bool = True) -> None:
