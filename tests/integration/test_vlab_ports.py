@@ -14,44 +14,19 @@ import time
 from pathlib import Path
 
 import pytest
-from ruamel.yaml import YAML
 
 from rtlab.lab import client as labgrid_client
-from rtlab.util import paths
 from rtlab.vlab import control, ports
-from rtlab.vlab.config import LOOPBACK, VlabConfig, load_config
+from rtlab.vlab.config import LOOPBACK, VlabConfig
 from rtlab.vlab.server import VirtualRack
+from tests.integration.rackports import rack_config_on_free_ports
 
 BINDIR = Path(sys.executable).parent
 
 
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind((LOOPBACK, 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
 @pytest.fixture
 def rack_config(tmp_path) -> VlabConfig:
-    """The repository's rack config on ports nobody uses."""
-    yaml = YAML(typ="rt")
-    data = yaml.load(paths.default_vlab_config().read_text())
-    numbers = iter(free_ports(2 + 2 * len(data["boards"])))
-    data["coordinator_port"] = next(numbers)
-    data["api_port"] = next(numbers)
-    for board in data["boards"].values():
-        board["serial_port"] = next(numbers)
-        if "network_port" in board:
-            board["network_port"] = next(numbers)
-    path = tmp_path / "vlab.yaml"
-    with path.open("w") as out:
-        yaml.dump(data, out)
-    return load_config(path)
+    return rack_config_on_free_ports(tmp_path)
 
 
 @pytest.fixture
