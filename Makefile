@@ -12,11 +12,14 @@
 #                        (PIPELINE=1 CAMPAIGN=debian: as a pipeline started by hand)
 #   make test            lint + all tests of rtlab itself, incl. the virtual rack
 #                        (FULL=1: also the slow fault tests marked `full`)
+#   make test-images     docker/ci and docker/exporter built here as a lab without a
+#                        registry mirror builds them, each proved doing its job
+#                        (tests/images; docs/images.md); .ci/run runs it after make test
 #   make test-kernel     the i.MX6Q preempt-rt kernel built from source, booted on the
 #                        virtual rack, one option changed, rebuilt and booted again
 #                        (slow: 8-15 min on two cores from cold, under 2 with a warm
 #                        build folder; not part of `make test`)
-.PHONY: demo test test-kernel bootstrap lint
+.PHONY: demo test test-images test-kernel bootstrap lint
 
 VENV := .venv/bin
 
@@ -38,6 +41,14 @@ lint: bootstrap
 # leaves out to stay within its 45 minutes (docs/developer-guide.md)
 test: bootstrap lint
 	$(VENV)/pytest -ra --durations=25 $(if $(FULL),,-m "not full")
+
+# tests/images is outside pytest's testpaths too. The engine is stopped and its network
+# changes undone whatever the outcome.
+test-images: bootstrap
+	./scripts/bootstrap.sh container-tools
+	./scripts/container-host.sh start && ./scripts/container-host.sh base-image \
+	    && ./scripts/container-host.sh build && $(VENV)/pytest -ra --durations=10 tests/images; \
+	status=$$?; ./scripts/container-host.sh stop; exit $$status
 
 # tests/kernel is outside pytest's testpaths; -s shows the build's progress as it runs.
 # (The bootstrap's kernel-source step installs the cross toolchain and prepares the tree.)

@@ -8,20 +8,23 @@
 # their test) and the local pipeline runner. Each step is skipped when already done; downloads are cached under
 # .cache/ (git-ignored), so a second run downloads nothing.
 #
-#   scripts/bootstrap.sh                   every step
+#   scripts/bootstrap.sh                   every step but the opt-in ones
 #   scripts/bootstrap.sh packages venv     only these (the CI job image, docker/ci/Dockerfile:
 #                                          packages venv kernel-tools)
+#   scripts/bootstrap.sh container-tools   opt-in: Debian's docker.io, debootstrap and the
+#                                          Compose plugin (`make test-images`)
 # RTLAB_PIP_EXTRAS (default dev) names the pyproject extras the venv gets (the exporter
 # image: exporter).
 set -eu
 cd "$(dirname "$0")/.."
 
 ALL_STEPS="packages venv images kernel-tools kernel-source lava-tools lava-server pipeline-tools"
+OPT_IN_STEPS="container-tools"
 STEPS="${*:-$ALL_STEPS}"
 for step in $STEPS; do
-    case " $ALL_STEPS " in
+    case " $ALL_STEPS $OPT_IN_STEPS " in
         *" $step "*) ;;
-        *) echo "[bootstrap] unknown step '$step' (steps: $ALL_STEPS)" >&2; exit 2 ;;
+        *) echo "[bootstrap] unknown step '$step' (steps: $ALL_STEPS $OPT_IN_STEPS)" >&2; exit 2 ;;
     esac
 done
 want() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
@@ -157,5 +160,10 @@ fi
 if want pipeline-tools; then
     # gitlab-ci-local and rsync: the local pipeline run of `make test` and `make demo PIPELINE=1`
     ./scripts/install-pipeline-tools.sh
+fi
+
+if want container-tools; then
+    # the container engine, debootstrap and Compose of `make test-images`; not for `make test`
+    ./scripts/install-container-tools.sh
 fi
 say "done"
