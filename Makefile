@@ -34,7 +34,7 @@ lint: bootstrap
 	$(VENV)/rtlab campaign check
 	$(VENV)/rtlab lava validate jobs
 	$(VENV)/check-jsonschema --builtin-schema vendor.gitlab-ci .gitlab-ci.yml
-	$(VENV)/hadolint --config docker/hadolint.yaml docker/ci/Dockerfile docker/exporter/Dockerfile
+	$(VENV)/hadolint --config docker/hadolint.yaml docker/ci/Dockerfile docker/exporter/Dockerfile docker/lab/results-db/Dockerfile
 	$(VENV)/mkdocs build --strict --quiet
 
 # FULL=1: also the slow virtual-rack tests marked `full` (pyproject.toml), which make test

@@ -8,7 +8,8 @@
 #                                          container on the bridge reaches no further)
 #   scripts/container-host.sh base-image   the base image the Dockerfiles pin, made with
 #                                          debootstrap + docker import
-#   scripts/container-host.sh build        docker/ci and docker/exporter, --network host
+#   scripts/container-host.sh build        docker/ci, docker/exporter and the results
+#                                          database's stand-in, --network host
 #   scripts/container-host.sh stop         every container and network gone, the engine
 #                                          stopped, no bridge or rule of its own left
 #   scripts/container-host.sh env          the variables that reach this engine
@@ -27,14 +28,15 @@ export DOCKER_CONFIG="$ROOT/config"
 DOCKER=/usr/bin/docker
 EXEC_ROOT=/run/rtlab-docker
 REGISTRY=registry.lab.example/rtlab
-IMAGES="ci exporter"
+IMAGES="ci exporter results-db"
 MIRROR=http://deb.debian.org/debian
 
 say() { printf '[container-host] %s\n' "$*"; }
 
 base_image() {
-    # the one FROM line both Dockerfiles share; a second base would need a second import
-    bases=$(sed -n 's/^FROM[[:space:]]\{1,\}\([^[:space:]]*\).*/\1/p' docker/*/Dockerfile | sort -u)
+    # the one FROM line the Dockerfiles share; a second base would need a second import
+    bases=$(sed -n 's/^FROM[[:space:]]\{1,\}\([^[:space:]]*\).*/\1/p' docker/*/Dockerfile \
+        docker/lab/*/Dockerfile | sort -u)
     [ "$(echo "$bases" | wc -l)" -eq 1 ] || {
         say "the Dockerfiles pin different base images: $bases"; exit 1; }
     echo "$bases"
@@ -139,8 +141,13 @@ build() {
         tag="$REGISTRY/$name:bookworm"
         started=$(date +%s)
         say "building $tag"
-        DOCKER_BUILDKIT=0 $DOCKER build -q --network host -f "docker/$name/Dockerfile" \
-            -t "$tag" . >"$ROOT/build-$name.log" 2>&1 || {
+        case "$name" in
+            # PostgreSQL from Debian's packages, for compose.yaml's RTLAB_DB_IMAGE
+            results-db) context=docker/lab/results-db; file=$context/Dockerfile ;;
+            *) context=.; file=docker/$name/Dockerfile ;;
+        esac
+        DOCKER_BUILDKIT=0 $DOCKER build -q --network host -f "$file" \
+            -t "$tag" "$context" >"$ROOT/build-$name.log" 2>&1 || {
             tail -30 "$ROOT/build-$name.log" >&2; exit 1; }
         say "built $tag in $(( $(date +%s) - started )) s"
     done

@@ -5,14 +5,21 @@ image and needs no container engine."""
 import os
 import shlex
 import subprocess
+import sys
+import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
+import requests
 
+from rtlab.lab import client as labgrid_client
 from rtlab.util import paths
+from tests.integration.rackports import rack_config_on_free_ports
 
 DOCKER = "/usr/bin/docker"
 REGISTRY = "registry.lab.example/rtlab"
+BINDIR = Path(sys.executable).parent
 
 
 def engine_environment() -> dict[str, str]:
@@ -54,3 +61,41 @@ def built_image(docker) -> Callable[[str], str]:
                         f"(scripts/container-host.sh build {name})")
         return image
     return tag
+
+
+def wait_for(what: str, ready, timeout_s: float = 60) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout_s
+    while not ready():
+        assert time.monotonic() < deadline, f"{what} within {timeout_s:.0f} s"
+        time.sleep(0.3)
+
+
+@pytest.fixture
+def rack(tmp_path):
+    """The virtual rack's hardware alone (serial lines, PDU, muxes: no coordinator, no
+    exporter), on ports of its own."""
+    config = rack_config_on_free_ports(tmp_path)
+    env = {**os.environ, "RTLAB_CACHE": os.fspath(tmp_path / "cache")}
+    with (tmp_path / "rack.log").open("wb") as log:
+        proc = subprocess.Popen([BINDIR / "rtlab", "vlab", "serve", "--no-labgrid", "--config",
+                                 config.path], env=env, stdout=log, stderr=subprocess.STDOUT)
+
+    def ready() -> bool:
+        assert proc.poll() is None, (tmp_path / "rack.log").read_text()
+        try:
+            return requests.get(f"{config.api_url}/status", timeout=2).json()["ready"]
+        except requests.RequestException:
+            return False
+
+    wait_for("the rack's hardware is up", ready)
+    yield config, tmp_path / "cache" / "vlab"
+    proc.terminate()
+    proc.wait(30)
+
+
+def labgrid(coordinator: str, *args: str, env: dict[str, str] | None = None) -> str:
+    done = subprocess.run([BINDIR / "labgrid-client", "-x", coordinator, *args],
+                          capture_output=True, text=True, timeout=120, check=False,
+                          env=env or labgrid_client.environment())
+    assert done.returncode == 0, (args, done.stdout, done.stderr)
+    return done.stdout

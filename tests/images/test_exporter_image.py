@@ -11,7 +11,6 @@ import socket
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -21,43 +20,13 @@ from rtlab.lab import client as labgrid_client
 from rtlab.vlab import ports
 from rtlab.vlab.config import LOOPBACK
 from rtlab.vlab.server import exporter_config
-from tests.integration.rackports import rack_config_on_free_ports
+from tests.images.conftest import labgrid, wait_for
 
 BINDIR = Path(sys.executable).parent
 # docker/exporter/sshd-labgrid.conf: with host networking the lab host keeps port 22
 SSH_PORT = 2222
 EXPORTER = "labhost-vlab"
 PLACE = "imx6q-01"
-
-
-def wait_for(what: str, ready, timeout_s: float = 60) -> None:  # noqa: ANN001
-    deadline = time.monotonic() + timeout_s
-    while not ready():
-        assert time.monotonic() < deadline, f"{what} within {timeout_s:.0f} s"
-        time.sleep(0.3)
-
-
-@pytest.fixture
-def rack(tmp_path):
-    """The virtual rack's hardware alone (serial lines, PDU, muxes: no coordinator, no
-    exporter), on ports of its own."""
-    config = rack_config_on_free_ports(tmp_path)
-    env = {**os.environ, "RTLAB_CACHE": os.fspath(tmp_path / "cache")}
-    with (tmp_path / "rack.log").open("wb") as log:
-        proc = subprocess.Popen([BINDIR / "rtlab", "vlab", "serve", "--no-labgrid", "--config",
-                                 config.path], env=env, stdout=log, stderr=subprocess.STDOUT)
-
-    def ready() -> bool:
-        assert proc.poll() is None, (tmp_path / "rack.log").read_text()
-        try:
-            return requests.get(f"{config.api_url}/status", timeout=2).json()["ready"]
-        except requests.RequestException:
-            return False
-
-    wait_for("the rack's hardware is up", ready)
-    yield config, tmp_path / "cache" / "vlab"
-    proc.terminate()
-    proc.wait(30)
 
 
 @pytest.fixture
@@ -129,14 +98,6 @@ def exporter_container(docker, built_image, rack, coordinator, client_keys, tmp_
     logs = docker("logs", name, check=False)
     docker("rm", "-f", name, check=False)
     print(f"exporter container's log:\n{logs.stdout}{logs.stderr}")
-
-
-def labgrid(coordinator: str, *args: str, env: dict[str, str] | None = None) -> str:
-    done = subprocess.run([BINDIR / "labgrid-client", "-x", coordinator, *args],
-                          capture_output=True, text=True, timeout=120, check=False,
-                          env=env or labgrid_client.environment())
-    assert done.returncode == 0, (args, done.stdout, done.stderr)
-    return done.stdout
 
 
 def test_a_client_drives_a_place_through_the_exporter_container(
