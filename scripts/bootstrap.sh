@@ -57,17 +57,24 @@ apt_update() {
     apt_updated=yes
 }
 
-if want packages; then
-missing=""
-for pkg in $HOST_PACKAGES; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" \
-        || missing="$missing $pkg"
-done
-if [ -n "$missing" ]; then
+# install_missing WHY PACKAGE…: the packages not installed yet, and nothing when all are
+install_missing() {
+    why=$1
+    shift
+    missing=""
+    for pkg in "$@"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" \
+            || missing="$missing $pkg"
+    done
+    [ -n "$missing" ] || return 0
     apt_update
-    say "installing:$missing"
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get $APT_WAIT install -y -qq --no-install-recommends $missing
-fi
+    say "installing ($why):$missing"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get $APT_WAIT install -y -qq \
+        --no-install-recommends $missing
+}
+
+if want packages; then
+install_missing "host packages" $HOST_PACKAGES
 
 for arch in $GUEST_ARCHES; do
     if ! dpkg --print-foreign-architectures | grep -qx "$arch"; then
@@ -102,17 +109,7 @@ fi
 if want kernel-tools; then
     # Kernel builds from source (rtlab kernel config|build, docs/kernel.md): cross compilers, the
     # kernel's host build tools, dpkg-source + patch for the RT-patched Debian source.
-    kernel_missing=""
-    for pkg in $KERNEL_PACKAGES; do
-        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" \
-            || kernel_missing="$kernel_missing $pkg"
-    done
-    if [ -n "$kernel_missing" ]; then
-        apt_update
-        say "installing (kernel builds):$kernel_missing"
-        as_root env DEBIAN_FRONTEND=noninteractive apt-get $APT_WAIT install -y -qq \
-            --no-install-recommends $kernel_missing
-    fi
+    install_missing "kernel builds" $KERNEL_PACKAGES
 fi
 
 if want kernel-source; then
@@ -126,12 +123,7 @@ if want lava-tools; then
     # lava-run, to run a rendered QEMU job here (rtlab lava local): about 200 packages
     # (systemd, libguestfs, …) that only this machine's LAVA test needs, not the CI job
     # image (docker/ci/Dockerfile), whose check stage validates jobs with lava-common alone
-    if ! dpkg-query -W -f='${Status}' lava-dispatcher 2>/dev/null | grep -q "install ok installed"; then
-        apt_update
-        say "installing (LAVA's lava-run): lava-dispatcher"
-        as_root env DEBIAN_FRONTEND=noninteractive apt-get $APT_WAIT install -y -qq \
-            --no-install-recommends lava-dispatcher
-    fi
+    install_missing "LAVA's lava-run" lava-dispatcher
 fi
 
 if want lava-server; then
@@ -142,17 +134,7 @@ if want lava-server; then
     # instance's own (under .cache/lava-server, a unix socket only), never the system's.
     # `rtlab lava server setup` makes that cluster, the database, the user rtlab and its
     # token (a file only root reads), the worker and the two QEMU devices; idempotent.
-    lava_missing=""
-    for pkg in lava-server lava-dispatcher; do
-        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" \
-            || lava_missing="$lava_missing $pkg"
-    done
-    if [ -n "$lava_missing" ]; then
-        apt_update
-        say "installing (a LAVA server on loopback):$lava_missing"
-        as_root env DEBIAN_FRONTEND=noninteractive apt-get $APT_WAIT install -y -qq \
-            --no-install-recommends $lava_missing
-    fi
+    install_missing "a LAVA server on loopback" lava-server lava-dispatcher
     say "LAVA server instance"
     as_root .venv/bin/rtlab lava server setup
 fi
@@ -163,7 +145,22 @@ if want pipeline-tools; then
 fi
 
 if want container-tools; then
-    # the container engine, debootstrap and Compose of `make test-images`; not for `make test`
-    ./scripts/install-container-tools.sh
+    # the container engine and debootstrap of `make test-images` (not for `make test`);
+    # scripts/container-host.sh starts the engine with its own settings, so a policy-rc.d
+    # keeps docker.io's maintainer scripts from starting it with Debian's (its own bridge
+    # and iptables rules)
+    policy=/usr/sbin/policy-rc.d
+    own_policy=no
+    if [ ! -e "$policy" ]; then
+        printf '#!/bin/sh\nexit 101\n' | as_root tee "$policy" >/dev/null
+        as_root chmod 755 "$policy"
+        own_policy=yes
+    fi
+    status=0
+    install_missing "make test-images" docker.io debootstrap iptables || status=$?
+    [ "$own_policy" = no ] || as_root rm -f "$policy"
+    [ "$status" -eq 0 ] || exit "$status"
+    # the Compose v2 plugin, which Debian bookworm does not package
+    ./scripts/install-compose.sh
 fi
 say "done"

@@ -50,7 +50,7 @@ start() {
         return
     fi
     mkdir -p "$ROOT/data" "$DOCKER_CONFIG/cli-plugins"
-    ln -sf "$(scripts/install-container-tools.sh --print)/docker-compose" \
+    ln -sf "$(scripts/install-compose.sh --print)/docker-compose" \
         "$DOCKER_CONFIG/cli-plugins/docker-compose"
     say "starting dockerd ($ROOT)"
     setsid dockerd --host "$DOCKER_HOST" --data-root "$ROOT/data" --exec-root "$EXEC_ROOT" \
@@ -89,8 +89,8 @@ stop() {
         rm -f "$ROOT/dockerd.pid"
         say "dockerd stopped"
     fi
-    # what the engine may leave behind: its bridges (none with --bridge=none once its
-    # networks are removed) and its netns mounts under the exec root
+    # what the engine leaves behind: its default bridge docker0 (and a network's br-…,
+    # had one survived the removal above) and its netns mounts under the exec root
     for link in $(ip -o link show type bridge | sed -n 's/^[0-9]*: \(br-[0-9a-f]*\|docker0\)[:@].*/\1/p'); do
         say "removing the bridge $link"
         ip link delete "$link"
@@ -123,14 +123,13 @@ make_base_image() {
         cp "$crt" "$rootfs/usr/local/share/ca-certificates/"
         host_ca=yes
     done
-    changes="--change=CMD [\"bash\"]"
     if [ "$host_ca" = yes ]; then
         # pip's own bundle does not have the proxy's CA; the system's will, once an image
         # installs ca-certificates (whose update-ca-certificates adds the files above)
         printf '[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n' >"$rootfs/etc/pip.conf"
         say "the host's extra CA certificates are in the base image: never push what is built on it"
     fi
-    tar -C "$rootfs" -c . | $DOCKER import "$changes" \
+    tar -C "$rootfs" -c . | $DOCKER import --change 'CMD ["bash"]' \
         --change "LABEL org.rtlab.host-ca=$host_ca" - "$base" >/dev/null
     rm -rf "$rootfs"
     say "base image $base: imported"

@@ -51,7 +51,13 @@ def listeners(port: int) -> list[psutil.Process | None]:
     return held
 
 
-def describe(process: psutil.Process | None) -> str:
+def holders(port: int) -> str | None:
+    """Who listens on ``port``, as the error names them; None when nobody does."""
+    found = listeners(port)
+    return ", ".join(map(_describe, found)) if found else None
+
+
+def _describe(process: psutil.Process | None) -> str:
     if process is None:
         return "a process this user cannot see"
     try:
@@ -75,7 +81,8 @@ def _bindable(port: int) -> bool:
     return True
 
 
-def taken_message(config: VlabConfig, rack_port: RackPort, holder: str) -> str:
+def taken_message(config: VlabConfig, setting: str, holder: str) -> str:
+    rack_port = next(p for p in rack_ports(config) if p.setting == setting)
     return (f"port {rack_port.port} on {LOOPBACK} ({rack_port.service}, "
             f"'{rack_port.setting}' in {os.fspath(config.path)}) is taken by {holder}: stop "
             f"that process, or set '{rack_port.setting}' to a free port")
@@ -87,10 +94,8 @@ def check_free(config: VlabConfig) -> None:
     for rack_port in rack_ports(config):
         if _bindable(rack_port.port):
             continue
-        holders = listeners(rack_port.port)
-        holder = (", ".join(map(describe, holders)) if holders
-                  else "a socket that is not listening (no process found)")
-        problems.append(taken_message(config, rack_port, holder))
+        holder = holders(rack_port.port) or "a socket that is not listening (no process found)"
+        problems.append(taken_message(config, rack_port.setting, holder))
     if problems:
         raise PortTaken("the virtual rack cannot start: " + "; ".join(problems))
 

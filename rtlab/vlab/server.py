@@ -285,11 +285,9 @@ async def _wait_own_port(config: VlabConfig, proc: asyncio.subprocess.Process) -
     port = config.coordinator_port
     for _ in range(int(LABGRID_START_TIMEOUT_S * 10)):
         if proc.returncode is not None:
-            holders = ports.listeners(port)
-            if holders:
-                rack_port = ports.RackPort(port, "coordinator_port", "the labgrid coordinator")
-                raise ports.PortTaken(ports.taken_message(
-                    config, rack_port, ", ".join(map(ports.describe, holders))))
+            holder = ports.holders(port)
+            if holder is not None:
+                raise ports.PortTaken(ports.taken_message(config, "coordinator_port", holder))
             raise RuntimeError(f"the coordinator exited with {proc.returncode}; "
                                "see logs/coordinator.log")
         if await asyncio.to_thread(ports.held_by, port, proc.pid):

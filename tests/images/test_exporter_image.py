@@ -11,7 +11,6 @@ import socket
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 import requests
@@ -20,9 +19,8 @@ from rtlab.lab import client as labgrid_client
 from rtlab.vlab import ports
 from rtlab.vlab.config import LOOPBACK
 from rtlab.vlab.server import exporter_config
-from tests.images.conftest import labgrid, wait_for
+from tests.images.conftest import BINDIR, labgrid, wait_for
 
-BINDIR = Path(sys.executable).parent
 # docker/exporter/sshd-labgrid.conf: with host networking the lab host keeps port 22
 SSH_PORT = 2222
 EXPORTER = "labhost-vlab"
