@@ -24,11 +24,14 @@ stage (import-linter holds it: ``[tool.importlinter]`` in pyproject.toml, ``make
 - :mod:`rtlab.vlab`          the virtual rack (QEMU boards, PDU, SD muxes, serial) and the demo
 - :mod:`rtlab.campaign`      a study across kernel variants (``campaigns/*.yaml``): the file,
                              the stages looped per variant, its report
+- :mod:`rtlab.bisect`        ``rtlab bisect``: a regression bisected to its commit and kernel
+                             option, each step decided by the sequential verdict on the rack
 - :mod:`rtlab.pytestplugin`  the on-board suite's pytest options, case records, atomic JUnit
 - :mod:`rtlab.lava`          the other backend: the suite as LAVA jobs, their logs as records
 - :mod:`rtlab.lavaserver`    a LAVA server on this machine to run those jobs
 
-report and tuning import neither of each other, nor do pytestplugin and lava.
+report and tuning import neither of each other, nor do pytestplugin and lava, nor
+campaign and bisect.
 
 Every package with commands registers them the same way (``<package>/cli.py``:
 ``register(subparsers)``); :mod:`rtlab.cli` calls them in its order, a package that adds

@@ -6,10 +6,11 @@ import importlib
 import sys
 
 # the packages along the data path, each adding its commands (<package>/cli.py: register)
-# (campaign last: it drives the stages before it, for a study across kernel variants)
+# (campaign and bisect last: they drive the stages before them, for a study across kernel
+# variants and for the commit and option behind a regression)
 # (lavaserver right after lava: it adds `rtlab lava server` to lava's parser)
 PACKAGES = ("kernel", "image", "run", "lab", "vlab", "lava", "lavaserver", "verdict",
-            "tuning", "store", "report", "campaign")
+            "tuning", "store", "report", "campaign", "bisect")
 
 
 def parser() -> argparse.ArgumentParser:

@@ -69,11 +69,13 @@ def build_image(
     out_dir: Path,
     progress: Callable[[str], None] = print,
     kernel_dir: Path | None = None,
+    extra_cmdline: str = "",
 ) -> ImageArtifacts:
     """Build (or reuse) out_dir/<board>-<flavour>/{sdcard.img,sdcard.img.bmap,manifest.json}.
 
     ``kernel_dir``: the kernel from the kernel stage (kernel.json beside it) instead
-    of the one Debian's kernel metapackage resolves to."""
+    of the one Debian's kernel metapackage resolves to; ``extra_cmdline``: parameters
+    added to the kernel command line (a bisection's test device, rtlab.bisect.testdev)."""
     model = boards.board_model(board)
     metapackage = model.kernel_package(flavour)
     apt = debian.Apt(model.arch, cache_dir, progress)
@@ -106,6 +108,8 @@ def build_image(
         # a campaign's kernel variant (rtlab.campaign): its name is the series its results
         # are filed under, so an image of another variant is another image
         inputs["variant"] = given.variant
+    if extra_cmdline:
+        inputs["extra_cmdline"] = extra_cmdline
     inputs = json.loads(json.dumps(inputs))  # as it reads back from the manifest
     reused = _reusable(dest, previous, inputs, apt)
     if reused is not None:
@@ -121,7 +125,8 @@ def build_image(
         kernel = _unpack_given_kernel(kernel_dir, given, model, work) if given else None
         manifest = _Builder(model, flavour, apt, work, progress, kernel,
                             built=given.as_dict() if given and built else None,
-                            provided=given.provided if given else None).build(
+                            provided=given.provided if given else None,
+                            extra_cmdline=extra_cmdline).build(
             metapackage, kernel_name, inputs
         )
         _publish(work, dest, manifest)
@@ -305,7 +310,9 @@ class _Builder:
         kernel: debian.DebPackage | None = None,
         built: dict | None = None,
         provided: dict | None = None,
+        extra_cmdline: str = "",
     ) -> None:
+        self.extra_cmdline = extra_cmdline
         self.provided = provided
         """Which kernel the build stage handed on and why (kernel.json's ``provided``)."""
         self.kernel = kernel
@@ -357,6 +364,8 @@ class _Builder:
             # a built kernel boots with its board's command line from kernel/boards.yaml
             # (isolcpus included); like Debian's, it names no root= (the initramfs is it)
             append = self.built["cmdline"]
+        if self.extra_cmdline:
+            append = f"{append} {self.extra_cmdline}"
         (self.boot / EXTLINUX_CONF).write_text(
             extlinux_conf(model, self.flavour, kernel_name, kernel.version, append)
         )

@@ -215,3 +215,54 @@ def pack_counts(sparse: dict[str, int], range_us: int) -> bytes:
     for bucket, count in sparse.items():
         dense[int(bucket)] = count
     return zlib.compress(dense.tobytes(), 6)
+
+
+class Bisection(Base):
+    """One ``rtlab bisect run``: what it bisected and what it found (rtlab.bisect.result:
+    the whole result, the culprit's diff included, is kept in ``result``)."""
+
+    __tablename__ = "bisections"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    bisection_key: Mapped[str] = mapped_column(String(200), unique=True)
+    board: Mapped[str] = mapped_column(String(100))
+    flavour: Mapped[str] = mapped_column(String(100))
+    case_name: Mapped[str] = mapped_column(String(100))
+    good_commit: Mapped[str] = mapped_column(String(64))
+    bad_commit: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(30))
+    culprit_commit: Mapped[str | None] = mapped_column(String(64))
+    culprit_option: Mapped[str | None] = mapped_column(String(200))
+    reason: Mapped[str] = mapped_column(Text)
+    board_s: Mapped[float] = mapped_column(Float)
+    started: Mapped[datetime.datetime] = mapped_column(DateTime(timezone=True))
+    result: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+    steps: Mapped[list["BisectionStep"]] = relationship(back_populates="bisection",
+                                                         cascade="all, delete-orphan",
+                                                         order_by="BisectionStep.step")
+
+
+class BisectionStep(Base):
+    """One step of a bisection: the point measured, its outcome and what it cost."""
+
+    __tablename__ = "bisection_steps"
+    __table_args__ = (UniqueConstraint("bisection_id", "step"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    bisection_id: Mapped[int] = mapped_column(ForeignKey("bisections.id", ondelete="CASCADE"))
+    step: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(20))
+    commit_sha: Mapped[str] = mapped_column(String(64))
+    options: Mapped[list[str]] = mapped_column(JSON)
+    outcome: Mapped[str] = mapped_column(String(20))
+    decided_by: Mapped[str] = mapped_column(String(20))
+    rounds: Mapped[int] = mapped_column(Integer)
+    good_boots: Mapped[int] = mapped_column(Integer)
+    step_boots: Mapped[int] = mapped_column(Integer)
+    board_s: Mapped[float] = mapped_column(Float)
+    confidence: Mapped[float | None] = mapped_column(Float)
+    difference_us: Mapped[float | None] = mapped_column(Float)
+    reason: Mapped[str] = mapped_column(Text)
+
+    bisection: Mapped[Bisection] = relationship(back_populates="steps")

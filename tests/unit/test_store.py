@@ -296,7 +296,8 @@ def test_a_new_database_is_at_the_newest_revision(results_db_url, monkeypatch):
         assert migrate.current(store.engine) == migrate.head() != ""
         tables = set(inspect(store.engine).get_table_names())
         assert tables == {"alembic_version", "runs", "cases", "cpu_results",
-                          "case_thresholds", "queued_cases", "plan_workers"}
+                          "case_thresholds", "queued_cases", "plan_workers", "bisections",
+                          "bisection_steps"}
         # the migrations make exactly the tables the models describe
         with store.engine.connect() as connection:
             differences = compare_metadata(MigrationContext.configure(connection),

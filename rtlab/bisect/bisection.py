@@ -1,0 +1,282 @@
+"""``rtlab bisect run``: from a good and a bad commit of the lab repository to the commit,
+and then the option, that brought the regression, each step decided by measuring.
+
+1. **Confirm**: the bad commit's kernel against the good one's (rtlab.bisect.decide, with
+   no equivalence margin yet: it can only come out bad, or undecidable). Not a regression
+   by the budget: the bisection ends ``not reproduced``, for a regression it cannot see
+   cannot be bisected.
+2. **Commits** (rtlab.bisect.search.CommitSearch) over the first-parent history. A commit
+   whose configuration is one already decided (a commit that changed no kernel option, one
+   that reverted to the good configuration) is decided by that identity, unmeasured.
+3. **Options**: where the culprit commit changed several options, the options, applied to
+   its parent's configuration (rtlab.bisect.search.OptionSearch).
+
+Every step measures the good point afresh beside its own (rtlab.bisect.step), and its good
+boots join those of the earlier steps: the good point's boot-to-boot spread, the measure
+every decision needs, grows better known as the bisection goes. What a step found goes
+into the result (rtlab.bisect.result) as it is decided, so a bisection that is stopped
+keeps its steps.
+
+Kernels: ``debian`` takes Debian's kernel of the image flavour for every point, the
+configuration's test-device options on its command line (rtlab.bisect.testdev), so the
+path is proven on the virtual rack within ``make test``; every other option changes the
+point's configuration (measured as a kernel of its own) but not what boots.
+"""
+
+import datetime
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+
+import attr
+
+from rtlab.bisect import points, testdev
+from rtlab.bisect.decide import StepDecision, StepPolicy, confirmed_shift, decide_step
+from rtlab.bisect.result import (
+    COMMIT,
+    CONFIRM,
+    FOUND,
+    IDENTITY,
+    MEASURED,
+    NOT_REPRODUCED,
+    OPTIONS,
+    UNDECIDED,
+    Bisection,
+    Culprit,
+    Option,
+    Step,
+)
+from rtlab.bisect.search import BAD, GOOD, UNDECIDABLE, CommitSearch, OptionSearch, as_applied
+from rtlab.bisect.step import Rack, measure_round
+from rtlab.image.build import build_image
+from rtlab.util import paths
+from rtlab.verdict.histogram import Histogram
+
+Progress = Callable[[str], None]
+BeforeStep = Callable[[int, str, points.Point], None]
+SOURCES = ("debian",)
+MAX_UNDECIDABLE = 3
+
+
+@attr.frozen
+class Request:
+    """What to bisect: ``good`` and ``bad`` commits of ``repo``, for ``board`` (a board of
+    kernel/boards.yaml), the image ``flavour`` (std, rt) and the ``kernel_flavour`` of
+    kernel/flavours.yaml whose fragments make a commit's configuration, and one ``case``
+    of the suite (``scenario/intervalus``)."""
+
+    repo: Path
+    good: str
+    bad: str
+    board: str
+    flavour: str
+    kernel_flavour: str
+    case: str
+    source: str = "debian"
+
+    def __attrs_post_init__(self) -> None:
+        if self.source not in SOURCES:
+            raise ValueError(f"kernel source {self.source!r}: this rtlab bisects with "
+                             f"{', '.join(SOURCES)} kernels")
+        if "/" not in self.case or not self.case.endswith("us"):
+            raise ValueError(f"case {self.case!r} is not scenario/intervalus "
+                             f"(e.g. idle/1000us)")
+
+
+class Bisector:
+    def __init__(self, request: Request, rack: Rack, policy: StepPolicy, out: Path, *,
+                 progress: Progress = print, before_step: BeforeStep | None = None,
+                 max_undecidable: int = MAX_UNDECIDABLE) -> None:
+        self.request = request
+        self.rack = rack
+        self.policy = policy
+        self.out = out
+        self.progress = progress
+        self.max_undecidable = max_undecidable
+        """Undecidable commit steps after which the search stops (each costs a whole
+        budget): it then names the commits left."""
+        self.before_step = before_step
+        """Called before a step is measured (index, kind, point): a test injects its fault
+        there."""
+        self.steps: list[Step] = []
+        self.decided: dict[str, str] = {}
+        self.good_boots: list[Histogram] = []
+        self.margin: float | None = None
+        """A good step's equivalence margin: half the confirmed regression (relative)."""
+        self._configs: dict[str, dict[str, str]] = {}
+        self._images: dict[str, Path] = {}
+        self.started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+        self.good = self.bad = ""
+
+    # -- points --------------------------------------------------------------------------
+    def config(self, commit: str) -> dict[str, str]:
+        if commit not in self._configs:
+            self._configs[commit] = points.configuration(
+                self.request.repo, commit, self.request.board, self.request.kernel_flavour)
+        return self._configs[commit]
+
+    def point(self, commit: str) -> points.Point:
+        return points.Point(commit, self.config(commit))
+
+    def image(self, point: points.Point) -> Path:
+        """The point's SD image: Debian's kernel, the point's test devices on the command
+        line; one image per command line (points that boot alike share it)."""
+        extra = testdev.cmdline(point.config, f"{point.name} ({self.request.kernel_flavour})")
+        if extra not in self._images:
+            folder = hashlib.sha256(extra.encode()).hexdigest()[:12] if extra else "plain"
+            self._images[extra] = build_image(
+                self.request.board, self.request.flavour, paths.debs_dir(),
+                self.out / "images" / folder, progress=lambda message: None,
+                extra_cmdline=extra).sd_image
+        return self._images[extra]
+
+    # -- steps ---------------------------------------------------------------------------
+    def _decided_by_identity(self, kind: str, point: points.Point) -> str | None:
+        outcome = self.decided.get(point.key)
+        if outcome not in (GOOD, BAD):
+            return None
+        index = len(self.steps) + 1
+        same = next((s for s in self.steps if s.key == point.key), None)
+        which = (f"step {same.index} ({same.point})" if same is not None else
+                 f"the {outcome} commit {self.good[:12] if outcome == GOOD else self.bad[:12]}")
+        self.steps.append(Step(index, kind, point.commit, tuple(sorted(point.options)),
+                               outcome, f"{outcome}: the same configuration as {which}",
+                               IDENTITY, key=point.key))
+        self.progress(f"step {index} {point.name}: {outcome} (its configuration is that of "
+                      f"{which})")
+        return outcome
+
+    def measure(self, kind: str, point: points.Point) -> str:
+        index = len(self.steps) + 1
+        self.progress(f"step {index} ({kind}) {point.name}: measuring against "
+                      f"{self.good[:12]} (good)")
+        if self.before_step is not None:
+            self.before_step(index, kind, point)
+        good_image = self.image(self.point(self.good))
+        step_image = self.image(point)
+        places = self.rack.place_names()
+        candidate: list[Histogram] = []
+        errors: list[str] = []
+        good_before = len(self.good_boots)
+        first = not self.good_boots
+        board_s = 0.0
+        decision = StepDecision(UNDECIDABLE, "no round measured", 0)
+        for round_number in range(1, self.policy.rounds + 1):
+            boots = measure_round(self.rack, places, round_number, good=good_image,
+                                  step=step_image, case=self.request.case,
+                                  folder=self.out / "steps" / f"step-{index}",
+                                  good_twice=first and round_number == 1,
+                                  progress=self.progress)
+            for boot in boots:
+                board_s += boot.wall_s
+                if boot.histogram is None:
+                    errors.append(f"{boot.place} {boot.point}: {boot.error}")
+                    if boot.place in places:
+                        places.remove(boot.place)
+                elif boot.point == "good":
+                    self.good_boots.append(boot.histogram)
+                else:
+                    candidate.append(boot.histogram)
+            decision = decide_step(self.policy, round_number, candidate, self.good_boots,
+                                   None if kind == CONFIRM else self.margin, errors)
+            if not decision.stop and not places:
+                decision = StepDecision(UNDECIDABLE, f"undecidable: every place failed "
+                                        f"({'; '.join(errors)})", round_number,
+                                        decision.against_good)
+            if decision.stop:
+                break
+        outcome = decision.outcome
+        if kind == CONFIRM and outcome == BAD:
+            shift = (None if decision.against_good is None
+                     else confirmed_shift(decision.against_good))
+            # half the confirmed shift: a step within it does not carry the regression
+            self.margin = max((shift or 0.0) / 2, self.policy.tolerance)
+        comparison = decision.against_good
+        self.steps.append(Step(
+            index, kind, point.commit, tuple(sorted(point.options)), outcome,
+            decision.reason, MEASURED, rounds=decision.rounds,
+            boots=(len(self.good_boots) - good_before, len(candidate)), board_s=board_s,
+            confidence=self.policy.confidence,
+            difference_us=None if comparison is None else comparison.difference_us,
+            key=point.key))
+        if outcome in (GOOD, BAD):
+            self.decided[point.key] = outcome
+        self.progress(f"step {index} {point.name}: {decision.reason}")
+        return outcome
+
+    def decide(self, kind: str, point: points.Point) -> str:
+        return self._decided_by_identity(kind, point) or self.measure(kind, point)
+
+    # -- the bisection -------------------------------------------------------------------
+    def run(self) -> Bisection:
+        repo = self.request.repo
+        self.good = points.resolve_commit(repo, self.request.good)
+        self.bad = points.resolve_commit(repo, self.request.bad)
+        commits = points.history(repo, self.good, self.bad)
+        good_point, bad_point = self.point(self.good), self.point(self.bad)
+        if good_point.key == bad_point.key:
+            return self._result(NOT_REPRODUCED, (
+                f"{self.good[:12]} and {self.bad[:12]} ask for the same kernel "
+                f"configuration of {self.request.board} {self.request.kernel_flavour}: "
+                f"nothing between them changes the kernel this bisection measures"))
+        self.decided[good_point.key] = GOOD
+        self.progress(f"bisecting {len(commits)} commits: {self.good[:12]} (good) .. "
+                      f"{self.bad[:12]} (bad), {self.request.board} {self.request.flavour} "
+                      f"{self.request.case}")
+        if self.measure(CONFIRM, bad_point) != BAD:
+            return self._result(NOT_REPRODUCED, f"the bad commit {self.bad[:12]} is not "
+                                f"told from the good one: {self.steps[-1].reason}")
+        search = CommitSearch(commits)
+        search.record(self.bad, BAD)
+        skipped = 0
+        while (commit := search.next()) is not None:
+            outcome = self.decide(COMMIT, self.point(commit))
+            search.record(commit, outcome)
+            skipped += outcome == UNDECIDABLE
+            if skipped >= self.max_undecidable:
+                break
+        found = search.found()
+        if found.culprit is None and skipped >= self.max_undecidable:
+            return self._result(UNDECIDED, f"stopped after {skipped} undecidable steps: the "
+                                f"first bad commit is one of {len(found.candidates)}",
+                                candidates=found.candidates)
+        if found.culprit is None:
+            return self._result(UNDECIDED, found.reason, candidates=found.candidates)
+        culprit = Culprit(found.culprit, points.subject(repo, found.culprit),
+                          points.commit_diff(repo, found.culprit))
+        return self._bisect_options(culprit, found.reason)
+
+    def _bisect_options(self, culprit: Culprit, commit_reason: str) -> Bisection:
+        repo = self.request.repo
+        before = self.config(points.parent(repo, culprit.commit))
+        after = self.config(culprit.commit)
+        changed = points.changed_options(before, after)
+        if len(changed) <= 1:
+            option = (Option(changed[0], before.get(changed[0], points.NOT_SET),
+                             after.get(changed[0], points.NOT_SET)) if changed else None)
+            return self._result(FOUND, commit_reason, culprit=culprit, option=option)
+        self.progress(f"{culprit.commit[:12]} changes {len(changed)} options: "
+                      f"{', '.join(changed)}")
+        search = OptionSearch(changed, resolve=as_applied)
+        while (applied := search.next()) is not None:
+            config = points.applied(before, after, applied)
+            point = points.Point(culprit.commit, config, options=applied)
+            search.record(applied, self.decide(OPTIONS, point))
+        found = search.found()
+        if found.culprit is None:
+            return self._result(UNDECIDED, f"{commit_reason}; its options: {found.reason}",
+                                culprit=culprit, candidates=found.candidates)
+        option = Option(found.culprit, before.get(found.culprit, points.NOT_SET),
+                        after.get(found.culprit, points.NOT_SET))
+        return self._result(FOUND, f"{commit_reason}; {found.reason}", culprit=culprit,
+                            option=option)
+
+    def _result(self, status: str, reason: str, *, culprit: Culprit | None = None,
+                option: Option | None = None, candidates: tuple[str, ...] = ()) -> Bisection:
+        request = self.request
+        return Bisection(
+            board=request.board, flavour=request.flavour, case=request.case,
+            repository=str(request.repo), good=self.good, bad=self.bad, status=status,
+            reason=reason, steps=tuple(self.steps), candidates=candidates, culprit=culprit,
+            option=option, source=request.source, started=self.started,
+            bisection_id=f"bisect:{self.started}:{self.good[:12]}..{self.bad[:12]}")

@@ -1,0 +1,139 @@
+"""Measuring a bisection step on the rack: a round is, on every place taking part at once,
+a boot of the good point's image and one of the step's (the order alternating per place and
+per round, so that a drift of the rack falls on both alike), each through ``rtlab run``'s
+own path (reserve, flash, boot, measure the case, release: rtlab.run.runner.run_suite).
+
+A run that ends without a verdict (a lab failure, a voided window: an ``error`` record, or
+no record at all) yields no boot; the place that failed leaves the rest of the step to the
+others, as a test job's failed board does, and the step's decision says why boots are
+missing. A ``fail`` (a limit exceeded) is a measurement like any other: its histogram counts.
+"""
+
+import json
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import attr
+
+from rtlab.lab.health import healthy_filters
+from rtlab.lab.reservation import LabgridClient, filters_for, matching
+from rtlab.run.runner import Selection, run_suite
+from rtlab.verdict.histogram import Histogram
+
+ERROR = "error"
+Progress = Callable[[str], None]
+
+
+@attr.frozen
+class Rack:
+    """Where a bisection measures: the labgrid environment and coordinator, the board tag
+    of its places (``qemu-imx6q`` on the virtual rack), how many places take part (0: every
+    healthy one), the suite file (None: the repository's) and the length of a run."""
+
+    env_file: Path
+    coordinator: str
+    board_tag: str
+    duration_s: int
+    places: int = 0
+    suite: Path | None = None
+    reserve_timeout_s: float = 3600.0
+
+    def place_names(self) -> list[str]:
+        """The healthy places of the board tag, by name; an error names why there is none
+        (every one marked unhealthy, or no place of the tag)."""
+        client = LabgridClient(self.coordinator)
+        filters = healthy_filters(client, filters_for(board=self.board_tag))
+        names = sorted(p.name for p in matching(client.places(), filters))
+        if not names:
+            raise RuntimeError(f"no healthy place with board tag {self.board_tag} on "
+                               f"{self.coordinator}")
+        return names[:self.places] if self.places else names
+
+
+@attr.frozen
+class Boot:
+    """One run of one point's image on one place."""
+
+    point: str
+    """``good`` or ``step``."""
+    place: str
+    histogram: Histogram | None
+    """Every CPU's wake-ups together; None when the run yielded no measurement."""
+    error: str | None
+    wall_s: float
+    folder: Path
+
+
+def case_histogram(folder: Path, case: str) -> tuple[Histogram | None, str | None]:
+    """The case's histogram from a run's records, or why there is none."""
+    records = []
+    for path in sorted((folder / "results").glob("*.json")):
+        record = json.loads(path.read_text())
+        if record.get("name", "").endswith(f"/{case}"):
+            records.append(record)
+    if not records:
+        return None, f"no record of {case} in {folder}"
+    record = records[-1]
+    if record.get("verdict") == ERROR:
+        return None, f"{record.get('verdict')}: {record.get('message', '')}"
+    cpus = [Histogram.from_record_cpu(cpu) for cpu in record.get("cpus", [])
+            if cpu.get("histogram") is not None]
+    if not cpus:
+        return None, f"the record of {case} has no histogram ({folder})"
+    return Histogram.merged(cpus), None
+
+
+def run_boot(rack: Rack, place: str, point: str, image: Path, case: str,
+             folder: Path) -> Boot:
+    started = time.monotonic()
+    try:
+        outcome = run_suite(place=place, image=image, env_file=rack.env_file,
+                            coordinator=rack.coordinator, out_dir=folder,
+                            duration_s=rack.duration_s,
+                            selection=Selection(cases=case, suite=rack.suite),
+                            reserve_timeout_s=rack.reserve_timeout_s)
+        histogram, error = case_histogram(folder, case)
+        if error is not None and outcome.exit_code not in (0, 1):
+            error = f"{error} (rtlab run exited {outcome.exit_code})"
+    except (OSError, RuntimeError, ValueError) as failure:
+        histogram, error = None, f"{type(failure).__name__}: {failure}"
+    return Boot(point, place, histogram, error, time.monotonic() - started, folder)
+
+
+def measure_round(rack: Rack, places: Sequence[str], round_number: int, *, good: Path,
+                  step: Path, case: str, folder: Path, good_twice: bool = False,
+                  progress: Progress = print) -> list[Boot]:
+    """One round: the good image and the step's on every place of ``places`` at once,
+    each place in its own order (good first on every other place, swapped every round);
+    ``good_twice``: the good point before and after the step's (a bisection's first
+    round: with one good boot per place the boots' spread is barely known, and every
+    decision rests on it)."""
+    boots: list[Boot] = []
+    lock = threading.Lock()
+
+    def on_place(index: int, place: str) -> None:
+        order = [("good", good), ("step", step)]
+        if good_twice:
+            order.append(("good", good))
+        elif (index + round_number) % 2:
+            order.reverse()
+        for number, (point, image) in enumerate(order):
+            boot = run_boot(rack, place, point, image, case,
+                            folder / f"round-{round_number}" / place / f"{number}-{point}")
+            with lock:
+                boots.append(boot)
+            shown = "no boot: " + boot.error if boot.error else "measured"
+            progress(f"  round {round_number} {place} {point}: {shown} "
+                     f"({boot.wall_s:.0f} s)")
+            if boot.error:
+                return  # the place failed: it leaves the rest of the step to the others
+
+    threads = [threading.Thread(target=on_place, args=(index, place), daemon=True)
+               for index, place in enumerate(places)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return boots

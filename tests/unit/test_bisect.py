@@ -1,0 +1,260 @@
+"""The bisection's parts without a rack: the searches (commits with skips, options with
+kconfig's dependencies), a step's decision on synthetic boots, a commit's configuration
+from a repository's history, the result file, its page and its rows in the store."""
+
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rtlab.bisect import points, testdev
+from rtlab.bisect.decide import CONTINUE, StepPolicy, confirmed_shift, decide_step
+from rtlab.bisect.page import write_report
+from rtlab.bisect.result import (
+    FOUND,
+    IDENTITY,
+    MEASURED,
+    Bisection,
+    Culprit,
+    Option,
+    Step,
+    read_bisection,
+)
+from rtlab.bisect.search import BAD, GOOD, UNDECIDABLE, CommitSearch, OptionSearch, SearchError
+from rtlab.store import open_store
+from rtlab.store.bisections import store_bisection, stored_steps
+from rtlab.verdict.histogram import Histogram
+
+COMMITS = tuple(f"c{n}" for n in range(1, 9))
+
+
+def bisect_commits(culprit: str, skip: frozenset[str] = frozenset()) -> tuple:
+    search = CommitSearch(COMMITS)
+    search.record(COMMITS[-1], BAD)
+    tested = []
+    while (commit := search.next()) is not None:
+        tested.append(commit)
+        outcome = (UNDECIDABLE if commit in skip else
+                   BAD if COMMITS.index(commit) >= COMMITS.index(culprit) else GOOD)
+        search.record(commit, outcome)
+    return search.found(), tested
+
+
+@pytest.mark.parametrize("culprit", COMMITS)
+def test_the_commit_search_finds_every_culprit_in_log2_steps(culprit):
+    found, tested = bisect_commits(culprit)
+    assert found.culprit == culprit
+    assert len(tested) <= 3  # 7 commits left after the bad one: log2(8)
+
+
+def test_a_skipped_commit_is_routed_around_where_a_neighbour_decides():
+    # c4 undecidable: c3 or c5 decide instead, and the culprit c6 is still found
+    found, tested = bisect_commits("c6", skip=frozenset({"c4"}))
+    assert "c4" in tested
+    assert found.culprit == "c6"
+
+
+def test_only_skipped_commits_left_name_every_candidate_instead_of_guessing():
+    found, _ = bisect_commits("c5", skip=frozenset({"c4"}))
+    assert found.culprit is None
+    assert found.candidates == ("c4", "c5")
+    assert "c4 could not be decided" in found.reason
+
+
+def test_the_commit_search_refuses_what_it_did_not_ask():
+    search = CommitSearch(COMMITS)
+    with pytest.raises(SearchError, match="not in the bisected history"):
+        search.record("elsewhere", GOOD)
+    with pytest.raises(SearchError, match="outcome 'maybe'"):
+        search.record("c1", "maybe")
+
+
+def bisect_options(options, culprit, resolve=None, undecidable=()):
+    search = OptionSearch(options, **({"resolve": resolve} if resolve else {}))
+    steps = []
+    while (applied := search.next()) is not None:
+        steps.append(applied)
+        outcome = (UNDECIDABLE if applied in undecidable else
+                   BAD if culprit in applied else GOOD)
+        search.record(applied, outcome)
+    return search.found(), steps
+
+
+@pytest.mark.parametrize("culprit", ["A", "B", "C", "D", "E"])
+def test_the_option_search_names_the_one_option(culprit):
+    found, steps = bisect_options(("A", "B", "C", "D", "E"), culprit)
+    assert found.culprit == culprit
+    assert len(steps) <= 3
+
+
+def test_an_option_whose_dependency_is_not_applied_comes_with_it():
+    # B depends on A (kconfig drops B without A): testing {B} alone applies nothing new,
+    # so the step grows to the dependency; the culprit B is still named
+    def resolve(applied):
+        return frozenset(o for o in applied if o != "B" or "A" in applied)
+
+    found, steps = bisect_options(("B", "C", "A"), "B", resolve=resolve)
+    assert found.culprit == "B"
+    assert all(("B" not in s) or ("A" in s) for s in steps)
+
+
+def test_an_undecidable_half_is_tried_the_other_way_round():
+    found, steps = bisect_options(("A", "B", "C"), "C",
+                                  undecidable=(frozenset({"A", "B"}),))
+    assert steps[0] == frozenset({"A", "B"})
+    assert steps[1] == frozenset({"C"})
+    assert found.culprit == "C"
+
+
+def test_both_halves_undecidable_stop_with_the_suspects():
+    found, _ = bisect_options(("A", "B"), "B",
+                              undecidable=(frozenset({"A"}), frozenset({"B"})))
+    assert found.culprit is None and set(found.candidates) == {"A", "B"}
+
+
+def boot(rng, scale: float, n: int = 40_000) -> Histogram:
+    values = rng.gamma(2.0, 20.0 * scale * rng.lognormal(0, 0.05), n).astype(int)
+    return Histogram(np.bincount(np.minimum(values, 3999), minlength=4000))
+
+
+def test_a_step_is_bad_good_or_undecidable_by_the_boots():
+    rng = np.random.default_rng(7)
+    policy = StepPolicy(rounds=2)
+    good = [boot(rng, 1.0) for _ in range(4)]
+    bad = [boot(rng, 2.0) for _ in range(4)]
+    confirmation = decide_step(policy, 2, bad, good)
+    assert confirmation.outcome == BAD
+    shift = confirmed_shift(confirmation.against_good)
+    assert 0.8 < shift < 1.2
+    regressed = decide_step(policy, 2, [boot(rng, 2.0) for _ in range(4)], good, shift / 2)
+    assert regressed.outcome == BAD and regressed.against_good.outcome == "regression"
+    unchanged = decide_step(policy, 2, [boot(rng, 1.0) for _ in range(4)], good, shift / 2)
+    assert unchanged.outcome == GOOD, unchanged.reason
+    assert f"beyond {shift / 2:.0%}, half the confirmed regression" in unchanged.reason
+    # the bad point's own confirmation (no margin yet) cannot come out good
+    assert decide_step(policy, 2, [boot(rng, 1.0) for _ in range(4)], good).outcome \
+        == UNDECIDABLE
+    # a margin too narrow for the boots' spread: not guessed, undecidable at the budget
+    tight = decide_step(policy, 2, [boot(rng, 1.0) for _ in range(2)], good[:2], 0.001)
+    assert tight.outcome == UNDECIDABLE
+
+
+def test_a_step_without_valid_boots_is_undecidable_naming_the_errors():
+    policy = StepPolicy(rounds=2)
+    early = decide_step(policy, 1, [], [], errors=["imx6q-01 step: error: no boot"])
+    assert early.outcome == CONTINUE
+    last = decide_step(policy, 2, [], [], errors=["imx6q-01 step: error: no boot"])
+    assert last.outcome == UNDECIDABLE and "no boot" in last.reason
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+@pytest.fixture
+def lab_repo(tmp_path):
+    """A lab repository whose preempt-rt flavour gains the test device in its third commit."""
+    repo = tmp_path / "lab"
+    (repo / "kernel" / "configs").mkdir(parents=True)
+    (repo / "kernel" / "boards.yaml").write_text(
+        (points.kernel_spec.BOARDS_FILE).read_text())
+    for name in ("imx6q-lean.config", "rpi3-lean.config"):
+        (repo / "kernel" / "configs" / name).write_text("CONFIG_PRINTK_TIME=y\n")
+    (repo / "kernel" / "flavours.yaml").write_text(
+        "preempt-rt:\n  description: rt\n  thresholds: rt\n  fragments: [rt.config]\n")
+    fragment = repo / "kernel" / "configs" / "rt.config"
+    fragment.write_text("CONFIG_PREEMPT_RT=y\n")
+    git(tmp_path, "init", "-q", "-b", "main", str(repo))
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "add", ".")
+    commits = []
+    for text, message in (("CONFIG_PREEMPT_RT=y\n", "good"),
+                          ("CONFIG_PREEMPT_RT=y\nCONFIG_HZ_1000=y\n", "tick"),
+                          ("CONFIG_PREEMPT_RT=y\nCONFIG_HZ_1000=y\nCONFIG_RTLAB_TESTDEV_HOG_MS=20\n"
+                           "CONFIG_NO_HZ_FULL=y\n", "hog"),
+                          ("CONFIG_PREEMPT_RT=y\nCONFIG_HZ_1000=y\nCONFIG_RTLAB_TESTDEV_HOG_MS=20\n"
+                           "CONFIG_NO_HZ_FULL=y\n# a comment\n", "comment")):
+        fragment.write_text(text)
+        git(repo, "add", ".")
+        git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", message)
+        commits.append(git(repo, "rev-parse", "HEAD"))
+    return repo, commits
+
+
+def test_a_commits_configuration_is_its_kernel_folders_fragments(lab_repo):
+    repo, commits = lab_repo
+    assert points.history(repo, commits[0], commits[3]) == tuple(commits[1:])
+    good = points.configuration(repo, commits[0], "imx6q", "preempt-rt")
+    hog = points.configuration(repo, commits[2], "imx6q", "preempt-rt")
+    assert good == {"CONFIG_PRINTK_TIME": "y", "CONFIG_PREEMPT_RT": "y"}
+    assert points.changed_options(
+        points.configuration(repo, commits[1], "imx6q", "preempt-rt"), hog) == (
+        "CONFIG_NO_HZ_FULL", "CONFIG_RTLAB_TESTDEV_HOG_MS")
+    # a comment changes no configuration: one kernel, one key
+    assert points.config_key(hog) == points.config_key(
+        points.configuration(repo, commits[3], "imx6q", "preempt-rt"))
+    assert testdev.cmdline(hog, "x") == "rtlab.testdev_hog=20"
+    assert testdev.cmdline(good, "x") == ""
+
+
+def test_a_history_in_the_wrong_order_or_an_unknown_flavour_is_an_error(lab_repo):
+    repo, commits = lab_repo
+    with pytest.raises(points.HistoryError, match="not an ancestor"):
+        points.history(repo, commits[3], commits[0])
+    with pytest.raises(points.HistoryError, match="no flavour 'preempt'"):
+        points.configuration(repo, commits[0], "imx6q", "preempt")
+
+
+def test_a_bad_test_device_value_names_the_configuration():
+    with pytest.raises(ValueError, match=r"abc1234: CONFIG_RTLAB_TESTDEV_HOG_MS=500"):
+        testdev.cmdline({"CONFIG_RTLAB_TESTDEV_HOG_MS": "500"}, "abc1234")
+    with pytest.raises(ValueError, match="CONFIG_RTLAB_TESTDEV_OTHER is not a test-device"):
+        testdev.cmdline({"CONFIG_RTLAB_TESTDEV_OTHER": "y"}, "abc1234")
+
+
+def sample_result() -> Bisection:
+    steps = (
+        Step(1, "confirm", "b" * 40, (), BAD, "bad: regression", MEASURED, rounds=1,
+             boots=(2, 2), board_s=240.0, confidence=0.98, difference_us=5000.0, key="k1"),
+        Step(2, "commit", "c" * 40, (), BAD, "bad: the same configuration", IDENTITY,
+             key="k1"),
+        Step(3, "options", "c" * 40, ("CONFIG_X",), UNDECIDABLE,
+             "undecidable: every place failed", MEASURED, rounds=1, board_s=20.0,
+             confidence=0.98, key="k2"),
+    )
+    return Bisection(board="imx6q", flavour="rt", case="idle/1000us", repository="/lab",
+                     good="a" * 40, bad="b" * 40, status=FOUND, reason="found it",
+                     steps=steps, culprit=Culprit("c" * 40, "add <hog>", "diff --git …"),
+                     option=Option("CONFIG_RTLAB_TESTDEV_HOG_MS", "n", "20"),
+                     started="2026-11-27T08:00:00+00:00", bisection_id="bisect:1")
+
+
+def test_the_result_reads_back_and_makes_its_page_and_its_rows(tmp_path):
+    result = sample_result()
+    path = result.write(tmp_path)
+    assert read_bisection(path) == result
+    written = write_report(result, tmp_path / "report")
+    page = written.html.read_text()
+    assert "add &lt;hog&gt;" in page and "CONFIG_RTLAB_TESTDEV_HOG_MS (n → 20)" in page
+    assert "by identity" in page and "undecidable" in page
+    assert "| 3 | options | cccccccccccc + CONFIG_X | undecidable |" in \
+        written.summary.read_text()
+    store = open_store(f"sqlite:///{tmp_path / 'r.db'}")
+    try:
+        store_bisection(store, result.to_json())
+        store_bisection(store, result.to_json())  # stored again: replaced, not doubled
+        steps = stored_steps(store, "bisect:1")
+    finally:
+        store.close()
+    assert [(s.step, s.outcome, s.decided_by) for s in steps] == [
+        (1, BAD, MEASURED), (2, BAD, IDENTITY), (3, UNDECIDABLE, MEASURED)]
+    assert steps[0].board_s == 240.0 and steps[0].good_boots == 2
+
+
+def test_a_result_of_another_schema_is_refused_by_name(tmp_path):
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps({"schema": 99}))
+    with pytest.raises(ValueError, match=r"result.json: schema 99 is not 1"):
+        read_bisection(path)
