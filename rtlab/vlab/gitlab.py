@@ -1,11 +1,15 @@
 """A stand-in for the GitLab a lab's pipeline talks to, on loopback: the part of GitLab's REST
 API that ``rtlab thresholds propose`` calls through python-gitlab (the token's user, the
-project, its merge requests and their commits) and the project's repository, a real bare
-repository served over Git's smart HTTP by ``git http-backend``, with GitLab's rules for
-both: a token in ``PRIVATE-TOKEN`` (API) or as the password of HTTP Basic (Git), 401
-otherwise; one open merge request per source branch; a merge request only from a branch
-that exists. Every request is recorded (method, path, query, JSON body, whether it was
-authenticated), never the token itself; so is every pipeline GitLab would create: a push
+project, its merge requests and their commits) and that ``rtlab bisect publish`` calls (a
+commit's merge requests, a note on a merge request, a comment on a commit), and the
+project's repository, a real bare repository served over Git's smart HTTP by
+``git http-backend``, with GitLab's rules for both: a token in ``PRIVATE-TOKEN`` (API) or
+as the password of HTTP Basic (Git), 401 otherwise; one open merge request per source
+branch; a merge request only from a branch that exists; 404 for a commit the repository
+does not hold. A merge request's commits are those of its source branch that its target
+branch lacks (so, unlike GitLab, a merged one has none left). Every request is recorded
+(method, path, query, JSON body, whether it was authenticated), never the token itself;
+so is every note and commit comment posted, and every pipeline GitLab would create: a push
 to a branch (a merge request pipeline when the branch has an open merge request, a branch
 pipeline otherwise; none with the push option ``ci.skip``) and a merge request's creation.
 
@@ -13,7 +17,7 @@ The unit tests of the tuning merge requests run against it, and so does the virt
 pipeline demo (``make demo PIPELINE=1 TUNE=1``), which has no GitLab server either.
 
     with StandInGitLab(bare_repository, token="…") as gitlab:
-        gitlab.url, gitlab.project_id, gitlab.merge_requests, gitlab.requests
+        gitlab.url, gitlab.project_id, gitlab.merge_requests, gitlab.requests, gitlab.notes
 """
 
 import base64
@@ -68,6 +72,16 @@ done
 """
 
 
+@attr.frozen
+class Note:
+    """A note posted on a merge request (``MergeRequest``, its iid) or a comment on a
+    commit (``Commit``, its full sha)."""
+
+    noteable_type: str
+    noteable: str
+    body: str
+
+
 @attr.define
 class MergeRequest:
     iid: int
@@ -99,6 +113,7 @@ class StandInGitLab:
     requests: list[Request] = attr.Factory(list)
     merge_requests: list[MergeRequest] = attr.Factory(list)
     pipelines: list[Pipeline] = attr.Factory(list)
+    notes: list[Note] = attr.Factory(list)
     url: str = ""
     _server: ThreadingHTTPServer | None = None
     _thread: threading.Thread | None = None
@@ -208,6 +223,17 @@ class StandInGitLab:
                 return self._update(mr, body)
             if rest[2:] == ["commits"] and method == "GET":
                 return 200, self._commits(mr)
+            if rest[2:] == ["notes"] and method == "POST":
+                return self._note("MergeRequest", str(mr.iid), body, "body")
+        if len(rest) == 4 and rest[:2] == ["repository", "commits"]:
+            sha = self._commit(unquote(rest[2]))
+            if sha is None:
+                return 404, {"message": "404 Commit Not Found"}
+            if rest[3] == "merge_requests" and method == "GET":
+                return 200, [self._mr_json(mr) for mr in self.merge_requests
+                             if sha in {c["id"] for c in self._commits(mr)}]
+            if rest[3] == "comments" and method == "POST":
+                return self._note("Commit", sha, body, "note")
         return 404, {"message": "404 Not Found"}
 
     def _list(self, query: dict[str, list[str]]) -> list[dict[str, Any]]:
@@ -252,6 +278,29 @@ class StandInGitLab:
         if body.get("state_event") == "close":
             mr.state = "closed"
         return 200, self._mr_json(mr)
+
+    def _commit(self, ref: str) -> str | None:
+        """The full sha of a commit the repository holds (GitLab takes a sha, short or
+        not, or a ref), None otherwise."""
+        if ref.startswith("-"):
+            return None
+        done = self._git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+        return done.stdout.strip() or None
+
+    def _note(self, noteable_type: str, noteable: str, body: dict[str, Any],
+              key: str) -> tuple[int, Any]:
+        text = body.get(key)
+        if not isinstance(text, str) or not text.strip():
+            return 400, {"error": f"{key} is missing"}
+        self.notes.append(Note(noteable_type, noteable, text))
+        author = {"username": self.username, "name": self.name}
+        if noteable_type == "Commit":
+            # GitLab answers a commit comment without an id
+            return 201, {"note": text, "author": author, "path": None, "line": None,
+                         "line_type": None}
+        return 201, {"id": len(self.notes), "body": text, "author": author,
+                     "noteable_type": noteable_type, "noteable_iid": int(noteable),
+                     "system": False}
 
     def _commits(self, mr: MergeRequest) -> list[dict[str, Any]]:
         # GitLab lists the merge request's own commits, newest first

@@ -29,10 +29,11 @@ KEYWORDS = {"workflow", "stages", "variables", "default", "include", "image", "s
 # the tools a job may call besides rtlab: linters of the check stage
 TOOLS = {"ruff", "check-jsonschema", "hadolint"}
 SECRETS = ("RTLAB_GITLAB_TOKEN", "PGPASSWORD", "RTLAB_RESULTS_DB", "CI_JOB_TOKEN",
-           "RTLAB_TUNE_TOKEN")
+           "RTLAB_TUNE_TOKEN", "RTLAB_BISECT_TOKEN")
 CAMPAIGN = "campaign-"
 # a campaign pipeline: a schedule or a pipeline started by hand that names a campaign
 CAMPAIGN_IF = "$RTLAB_CAMPAIGN && $CI_PIPELINE_SOURCE =~ /^(schedule|web|api|trigger)$/"
+BISECT_IF = "$RTLAB_BISECT_GOOD && $CI_PIPELINE_SOURCE =~ /^(schedule|web|api|trigger)$/"
 
 
 def _merge(base: dict, over: dict) -> dict:
@@ -102,10 +103,11 @@ def test_the_schema_check_catches_a_broken_pipeline(tmp_path):
 
 
 def test_stages_in_order(pipeline, jobs):
-    assert pipeline["stages"] == ["check", "build", "image", "test", "report", "tune"]
+    assert pipeline["stages"] == ["check", "build", "image", "test", "report", "tune",
+                                  "bisect"]
     assert {job["stage"] for job in jobs.values()} == set(pipeline["stages"])
     assert {job["stage"] for name, job in jobs.items() if name.startswith(CAMPAIGN)} == \
-        set(pipeline["stages"]) - {"check", "tune"}
+        set(pipeline["stages"]) - {"check", "tune", "bisect"}
 
 
 def test_check_stage_lints_and_validates(jobs):
@@ -230,8 +232,9 @@ def test_report_publishes_metrics_and_the_html_report(jobs):
     [need] = report["needs"]
     assert need == {"job": "test", "artifacts": True, "optional": True}
     # (a campaign pipeline reports its study instead)
-    assert report["rules"][0] == {"if": CAMPAIGN_IF, "when": "never"}
-    assert all(rule.get("when") == "always" for rule in report["rules"][1:])
+    assert report["rules"][:2] == [{"if": CAMPAIGN_IF, "when": "never"},
+                                   {"if": BISECT_IF, "when": "never"}]
+    assert all(rule.get("when") == "always" for rule in report["rules"][2:])
 
 
 def test_board_jobs_run_when_a_verdict_can_change(pipeline, jobs):
@@ -244,8 +247,10 @@ def test_board_jobs_run_when_a_verdict_can_change(pipeline, jobs):
             assert path in changes[0], (stage, path)
         # never in a campaign pipeline, which measures its study instead
         assert rules[0] == {"if": CAMPAIGN_IF, "when": "never"}
+        # a bisection pipeline measures its steps, nothing else
+        assert rules[1] == {"if": BISECT_IF, "when": "never"}
         # the default branch always runs them: its pipelines extend the results history
-        assert rules[1]["if"] == "$CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH"
+        assert rules[2]["if"] == "$CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH"
     # a merge request compares its results with the default branch's
     [report] = jobs_of(jobs, "report").values()
     assert '--baseline-ref "$CI_DEFAULT_BRANCH"' in report["script"][1]
@@ -260,7 +265,8 @@ def test_lab_settings_are_documented_variables(pipeline):
                  "RTLAB_RESERVE_TIMEOUT", "RTLAB_CI_IMAGE"):
         assert variables[name]["description"], name
     text = PIPELINE.read_text()
-    for secret in ("RTLAB_RESULTS_DB", "PGPASSWORD", "RTLAB_GITLAB_TOKEN", "RTLAB_TUNE_TOKEN"):
+    for secret in ("RTLAB_RESULTS_DB", "PGPASSWORD", "RTLAB_GITLAB_TOKEN", "RTLAB_TUNE_TOKEN",
+                   "RTLAB_BISECT_TOKEN"):
         # documented in the header, for the lab's masked project variables
         assert re.search(rf"^#\s+{secret}\s", text, re.MULTILINE), secret
         assert secret not in variables, f"{secret} must not get a value in the file"
@@ -272,6 +278,7 @@ def test_tune_runs_on_the_default_branchs_schedules_or_by_hand_only(jobs):
     assert tune["rules"] == [
         # a campaign's schedule stores a study, not the gate's history
         {"if": CAMPAIGN_IF, "when": "never"},
+        {"if": BISECT_IF, "when": "never"},
         {"if": f'$CI_PIPELINE_SOURCE == "schedule" && {default}', "when": "always"},
         {"if": f'$CI_PIPELINE_SOURCE == "web" && {default}', "when": "manual",
          "allow_failure": True}]
@@ -414,3 +421,31 @@ def test_a_campaigns_report_is_this_pipelines_execution(jobs):
     assert report["needs"] == [{"job": "campaign-test", "artifacts": True, "optional": True}]
     assert report["artifacts"]["expose_as"] and report["artifacts"]["when"] == "always"
     assert [rule.get("when") for rule in report["rules"]] == ["always"]
+
+
+def test_a_bisection_runs_when_a_person_or_a_schedule_names_a_good_commit(jobs):
+    from rtlab.cli import parser
+
+    bisect, publish = jobs["bisect"], jobs["bisect-publish"]
+    for job in (bisect, publish):
+        assert job["stage"] == "bisect" and job["rules"] == [{"if": BISECT_IF}]
+        assert job["interruptible"] is False
+    # the job that runs board code for days never holds the token; publishing does
+    assert "environment" not in bisect
+    assert publish["environment"]["name"] == "latency-bisection"
+    assert bisect["allow_failure"] == {"exit_codes": [3]}
+    run, = (shlex.split(line) for line in bisect["script"])
+    # the real parser takes the job's arguments (a flavour and a number of places as the
+    # variables hold them)
+    values = {"$RTLAB_BISECT_FLAVOUR": "rt", "$RTLAB_BOARDS": "all",
+              "$RTLAB_RESERVE_TIMEOUT": "3600"}
+    args = parser().parse_args([values.get(word, word) for word in run[1:]])
+    assert run[run.index("--flavour") + 1] == "$RTLAB_BISECT_FLAVOUR"
+    assert (args.good, args.bad, args.board, args.case) == (
+        "$RTLAB_BISECT_GOOD", "${RTLAB_BISECT_BAD:-$CI_COMMIT_SHA}", "$RTLAB_BISECT_BOARD",
+        "$RTLAB_BISECT_CASE")
+    assert args.out == "out/bisect" and "out/bisect/" in bisect["artifacts"]["paths"]
+    published, = (shlex.split(line) for line in publish["script"])
+    args = parser().parse_args(published[1:])
+    assert args.result == "out/bisect/result.json"
+    assert publish["needs"] == [{"job": "bisect", "artifacts": True}]
