@@ -158,14 +158,12 @@ class Bisector:
         candidate: list[Histogram] = []
         errors: list[str] = []
         good_before = len(self.good_boots)
-        first = not self.good_boots
         board_s = 0.0
         decision = StepDecision(UNDECIDABLE, "no round measured", 0)
         for round_number in range(1, self.policy.rounds + 1):
             boots = measure_round(self.rack, places, round_number, good=good_image,
                                   step=step_image, case=self.request.case,
                                   folder=self.out / "steps" / f"step-{index}",
-                                  good_twice=first and round_number == 1,
                                   progress=self.progress)
             for boot in boots:
                 board_s += boot.wall_s

@@ -103,21 +103,16 @@ def run_boot(rack: Rack, place: str, point: str, image: Path, case: str,
 
 
 def measure_round(rack: Rack, places: Sequence[str], round_number: int, *, good: Path,
-                  step: Path, case: str, folder: Path, good_twice: bool = False,
+                  step: Path, case: str, folder: Path,
                   progress: Progress = print) -> list[Boot]:
     """One round: the good image and the step's on every place of ``places`` at once,
-    each place in its own order (good first on every other place, swapped every round);
-    ``good_twice``: the good point before and after the step's (a bisection's first
-    round: with one good boot per place the boots' spread is barely known, and every
-    decision rests on it)."""
+    each place in its own order (good first on every other place, swapped every round)."""
     boots: list[Boot] = []
     lock = threading.Lock()
 
     def on_place(index: int, place: str) -> None:
         order = [("good", good), ("step", step)]
-        if good_twice:
-            order.append(("good", good))
-        elif (index + round_number) % 2:
+        if (index + round_number) % 2:
             order.reverse()
         for number, (point, image) in enumerate(order):
             boot = run_boot(rack, place, point, image, case,
