@@ -9,6 +9,8 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
+
 from rtlab.store import open_store
 from rtlab.store.query import history
 from rtlab.util.paths import REPO_ROOT
@@ -35,6 +37,9 @@ def properties(case: ET.Element) -> dict[str, str]:
 ONE_CASE = ("--scenarios", "cpu100", "--intervals", "1000", "--rt-tests", "none")
 
 
+# in make test FULL=1: the suite matrix and the pipeline pass the same suite on the same
+# board; make test's minutes went to the bisection (tests/integration/test_bisect.py)
+@pytest.mark.full
 def test_latency_suite_passes_on_the_virtual_rt_imx6q(vlab, image, tmp_path):
     sd_image = image("imx6q", "rt")
     proc = run_rtlab("run", "--place", "imx6q-01", "--image", str(sd_image),

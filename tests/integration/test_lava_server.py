@@ -84,6 +84,9 @@ def records_of(out: Path) -> dict[str, dict]:
     return {r["scenario"]: r for r in map(read_record, (out / "results").glob("*.json"))}
 
 
+# in make test FULL=1: the same job through lava-run (test_lava_local) stays in make test;
+# make test's minutes went to the bisection (tests/integration/test_bisect.py)
+@pytest.mark.full
 def test_a_job_submitted_to_the_server_comes_back_as_judged_records(lava_server, client,
                                                                     image, tmp_path,
                                                                     capsys):

@@ -241,6 +241,9 @@ scenarios:
 """
 
 
+# in make test FULL=1: the unit tests of the loads (test_loads.py) make each kind of load
+# fail its proof; make test's minutes went to the bisection (tests/integration/test_bisect.py)
+@pytest.mark.full
 def test_an_ineffective_load_is_an_error_never_a_verdict(vlab, image, tmp_path):
     """End to end for one load; every other proof's failure is a unit test of rtlab.measure.loads
     and rtlab.measure.window, through the same exception and the same fixture."""

@@ -19,7 +19,10 @@ from rtlab.measure.trace import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
 from rtlab.util.paths import REPO_ROOT
 from rtlab.vlab import control
 
-pytestmark = pytest.mark.vlab
+# in make test FULL=1: the trace's capture, parsing and choice are unit-tested
+# (tests/unit/test_trace.py); make test's minutes went to the bisection
+# (tests/integration/test_bisect.py)
+pytestmark = [pytest.mark.vlab, pytest.mark.full]
 PLACE = "imx6q-01"
 CLIENT = str(Path(sys.executable).parent / "labgrid-client")
 # far below what an emulated board wakes in (milliseconds): the first wake-ups break

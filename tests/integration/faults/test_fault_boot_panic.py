@@ -1,12 +1,17 @@
 """A kernel that panics while it boots: every boot attempt fails with the panic as its
 cause, and the case is an error that quotes it."""
 
+import pytest
+
 from conftest import assert_cleaned_up, assert_console_attached, assert_error
 
 CASE = "idle/1000us"
 CAUSE = "kernel panic during boot: Kernel panic - not syncing"
 
 
+# in make test FULL=1: the silent board (test_fault_boot) covers a boot that fails every
+# attempt; make test's minutes went to the bisection (tests/integration/test_bisect.py)
+@pytest.mark.full
 def test_kernel_panic_at_boot_is_an_error_after_every_boot_attempt(vlab, run_with_faults):
     # every power-on panics; each attempt ends when the panic is printed, not after the
     # login timeout

@@ -8,6 +8,8 @@ import sys
 import time
 import xml.etree.ElementTree as ET
 
+import pytest
+
 from conftest import PLACE, assert_cleaned_up
 from rtlab.util.paths import REPO_ROOT
 
@@ -21,6 +23,9 @@ def wait_for(predicate, timeout_s: float, what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+# in make test FULL=1: tests/unit/test_suite_interrupt.py interrupts the suite's own process;
+# make test's minutes went to the bisection (tests/integration/test_bisect.py)
+@pytest.mark.full
 def test_sigterm_mid_measurement_cleans_up_and_records(vlab, image, tmp_path, monkeypatch):
     monkeypatch.setenv("RTLAB_HEALTH_DIR", str(tmp_path / "health"))
     out = tmp_path / "out"
