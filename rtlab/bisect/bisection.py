@@ -13,9 +13,9 @@ and then the option, that brought the regression, each step decided by measuring
 
 Every step measures the good point afresh beside its own (rtlab.bisect.step), and its good
 boots join those of the earlier steps: the good point's boot-to-boot spread, the measure
-every decision needs, grows better known as the bisection goes. What a step found goes
-into the result (rtlab.bisect.result) as it is decided, so a bisection that is stopped
-keeps its steps.
+every decision needs, grows better known as the bisection goes. Each decided step is
+written to the result (rtlab.bisect.result) at once, so a bisection that is stopped keeps
+the steps it paid for, as an ``undecided`` result that says where it stopped.
 
 Kernels: ``debian`` takes Debian's kernel of the image flavour for every point, the
 configuration's test-device options on its command line (rtlab.bisect.testdev), so the
@@ -142,6 +142,7 @@ class Bisector:
         self.steps.append(Step(index, kind, point.commit, tuple(sorted(point.options)),
                                outcome, f"{outcome}: the same configuration as {which}",
                                IDENTITY, key=point.key))
+        self._checkpoint()
         self.progress(f"step {index} {point.name}: {outcome} (its configuration is that of "
                       f"{which})")
         return outcome
@@ -199,8 +200,16 @@ class Bisector:
             key=point.key))
         if outcome in (GOOD, BAD):
             self.decided[point.key] = outcome
+        self._checkpoint()
         self.progress(f"step {index} {point.name}: {decision.reason}")
         return outcome
+
+    def _checkpoint(self) -> None:
+        """result.json as far as the bisection got: a bisection stopped (a lab error, a
+        cancelled job) keeps the steps it paid for."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        self._result(UNDECIDED, f"did not finish: stopped after step {len(self.steps)}"
+                     ).write(self.out)
 
     def decide(self, kind: str, point: points.Point) -> str:
         return self._decided_by_identity(kind, point) or self.measure(kind, point)

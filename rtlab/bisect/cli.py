@@ -103,7 +103,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _publish(args: argparse.Namespace) -> int:
-    from rtlab.bisect.publish import bisect_credentials, publish
+    from rtlab.bisect.publish import bisect_credentials, job_report_url, publish
     from rtlab.bisect.result import read_bisection
 
     url = args.url or os.environ.get("CI_SERVER_URL")
@@ -112,7 +112,8 @@ def _publish(args: argparse.Namespace) -> int:
         raise ValueError("no GitLab to post to: give --url and --project (in CI: "
                          "$CI_SERVER_URL, $CI_PROJECT_ID)")
     print(publish(read_bisection(Path(args.result)), url=url, project=project,
-                  credentials=bisect_credentials(), report_url=args.report_url))
+                  credentials=bisect_credentials(),
+                  report_url=args.report_url or job_report_url()))
     return 0
 
 
@@ -171,5 +172,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     publish.add_argument("--result", default="out/bisect/result.json")
     publish.add_argument("--url", help="GitLab (default: $CI_SERVER_URL)")
     publish.add_argument("--project", help="project id or path (default: $CI_PROJECT_ID)")
-    publish.add_argument("--report-url", help="where the report page is (a job artifact)")
+    publish.add_argument("--report-url", help="where the report page is (default in CI: "
+                                              "this job's artifact out/bisect/report/"
+                                              "index.html)")
     publish.set_defaults(func=_publish)

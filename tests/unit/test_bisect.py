@@ -258,3 +258,53 @@ def test_a_result_of_another_schema_is_refused_by_name(tmp_path):
     path.write_text(json.dumps({"schema": 99}))
     with pytest.raises(ValueError, match=r"result.json: schema 99 is not 1"):
         read_bisection(path)
+
+
+def test_the_bisector_finds_commit_and_option_and_keeps_its_steps_when_stopped(
+        lab_repo, tmp_path, monkeypatch):
+    """The whole bisection over a stand-in rack: a place's boot of an image whose command
+    line carries the test device is twice as late (rtlab.bisect.step is what the rack
+    test drives for real)."""
+    from rtlab.bisect import bisection
+    from rtlab.bisect.step import Boot, Rack
+
+    repo, commits = lab_repo
+    rng = np.random.default_rng(3)
+
+    def image(board, flavour, debs, out_dir, progress, extra_cmdline):
+        return type("Built", (), {"sd_image": Path(out_dir) / (extra_cmdline or "plain")})
+
+    def measure_round(rack, places, round_number, *, good, step, case, folder, progress):
+        return [Boot(point, place, boot(rng, 2.0 if "testdev" in image.name else 1.0),
+                     None, 60.0, folder)
+                for place in places for point, image in (("good", good), ("step", step))]
+
+    monkeypatch.setattr(bisection, "build_image", image)
+    monkeypatch.setattr(bisection, "measure_round", measure_round)
+    monkeypatch.setattr(Rack, "place_names", lambda self: ["imx6q-01", "imx6q-02"])
+    rack = Rack(env_file=tmp_path / "env.yaml", coordinator="-", board_tag="qemu-imx6q",
+                duration_s=60)
+    request = bisection.Request(repo=repo, good=commits[0], bad=commits[3], board="imx6q",
+                                flavour="rt", kernel_flavour="preempt-rt", case="idle/1000us")
+    result = bisection.Bisector(request, rack, StepPolicy(rounds=4), tmp_path / "a",
+                                progress=lambda line: None).run()
+    assert result.status == FOUND, result.reason
+    assert result.culprit.commit == commits[2]
+    assert result.option.name == "CONFIG_RTLAB_TESTDEV_HOG_MS"
+    assert [(s.kind, s.outcome, s.decided_by) for s in result.steps][:2] == [
+        ("confirm", BAD, MEASURED), ("commit", GOOD, MEASURED)]
+    assert result.steps[2].decided_by == IDENTITY  # c2 has the bad commit's configuration
+
+    # a lab error in the middle (at the options' first step): the steps paid for are kept,
+    # and the result says where it stopped
+    def fail_at_step_4(index, kind, point):
+        if index == 4:
+            raise RuntimeError("the coordinator went away")
+
+    out = tmp_path / "b"
+    with pytest.raises(RuntimeError, match="coordinator"):
+        bisection.Bisector(request, rack, StepPolicy(rounds=4), out,
+                           progress=lambda line: None, before_step=fail_at_step_4).run()
+    kept = read_bisection(out / "result.json")
+    assert kept.status == "undecided" and len(kept.steps) == 3
+    assert "stopped after step 3" in kept.reason
