@@ -231,8 +231,13 @@ class Bisector:
                       f"{self.bad[:12]} (bad), {self.request.board} {self.request.flavour} "
                       f"{self.request.case}")
         if self.measure(CONFIRM, bad_point) != BAD:
+            confirmation = self.steps[-1]
+            if 0 in confirmation.boots:
+                # the lab could not measure: an error, never "not reproduced"
+                raise RuntimeError(f"the bad commit {self.bad[:12]} could not be measured "
+                                   f"against the good one: {confirmation.reason}")
             return self._result(NOT_REPRODUCED, f"the bad commit {self.bad[:12]} is not "
-                                f"told from the good one: {self.steps[-1].reason}")
+                                f"told from the good one: {confirmation.reason}")
         search = CommitSearch(commits)
         search.record(self.bad, BAD)
         skipped = 0

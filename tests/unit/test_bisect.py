@@ -308,3 +308,27 @@ def test_the_bisector_finds_commit_and_option_and_keeps_its_steps_when_stopped(
     kept = read_bisection(out / "result.json")
     assert kept.status == "undecided" and len(kept.steps) == 3
     assert "stopped after step 3" in kept.reason
+
+
+def test_a_confirmation_the_lab_could_not_measure_is_an_error_not_a_verdict(
+        lab_repo, tmp_path, monkeypatch):
+    from rtlab.bisect import bisection
+    from rtlab.bisect.step import Boot, Rack
+
+    repo, commits = lab_repo
+
+    def failing_round(rack, places, round_number, *, good, step, case, folder, progress):
+        return [Boot("good", place, None, "error: PDU: HTTP 503 on outlet 1", 20.0, folder)
+                for place in places]
+
+    monkeypatch.setattr(bisection, "build_image", lambda *a, **k: type(
+        "Built", (), {"sd_image": tmp_path / "img"}))
+    monkeypatch.setattr(bisection, "measure_round", failing_round)
+    monkeypatch.setattr(Rack, "place_names", lambda self: ["imx6q-01"])
+    rack = Rack(env_file=tmp_path / "env.yaml", coordinator="-", board_tag="qemu-imx6q",
+                duration_s=60)
+    request = bisection.Request(repo=repo, good=commits[0], bad=commits[3], board="imx6q",
+                                flavour="rt", kernel_flavour="preempt-rt", case="idle/1000us")
+    with pytest.raises(RuntimeError, match=r"could not be measured .*HTTP 503"):
+        bisection.Bisector(request, rack, StepPolicy(rounds=2), tmp_path / "out",
+                           progress=lambda line: None).run()
