@@ -38,7 +38,7 @@ ONE_CASE = ("--scenarios", "cpu100", "--intervals", "1000", "--rt-tests", "none"
 
 
 # in make test FULL=1: the suite matrix and the pipeline pass the same suite on the same
-# board; make test's minutes went to the bisection (tests/integration/test_bisect.py)
+# board; make test's minutes went to the bisection (tests/integration/test_bisect_rack.py)
 @pytest.mark.full
 def test_latency_suite_passes_on_the_virtual_rt_imx6q(vlab, image, tmp_path):
     sd_image = image("imx6q", "rt")

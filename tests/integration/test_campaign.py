@@ -27,7 +27,7 @@ from rtlab.verdict.trace_choice import CAMPAIGN_WHY
 from rtlab.verdict.variants import compare_variants
 from tests.markdown_table import table
 
-# in make test FULL=1: make test's minutes went to the bisection (test_bisect.py), which
+# in make test FULL=1: make test's minutes went to the bisection (test_bisect_rack.py), which
 # loops images of kernel variants through the rack's places as a campaign does; the
 # campaign's stages and report are unit-tested
 pytestmark = [pytest.mark.vlab, pytest.mark.full]

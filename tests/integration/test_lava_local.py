@@ -165,7 +165,7 @@ def test_a_qemu_job_run_by_lava_run_yields_judged_records(lava_run, image, tmp_p
 
 # in make test FULL=1 with its labgrid twin (test_pipeline_local): the kernel check's judging
 # is unit-tested on both paths; make test's minutes went to the bisection
-# (tests/integration/test_bisect.py)
+# (tests/integration/test_bisect_rack.py)
 @pytest.mark.full
 def test_a_job_for_flavour_rt_that_boots_a_stock_kernel_is_an_error(lava_run, image, tmp_path):
     """The lab's deploy put the wrong kernel under a job that names flavour rt (the job is

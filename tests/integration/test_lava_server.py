@@ -85,7 +85,7 @@ def records_of(out: Path) -> dict[str, dict]:
 
 
 # in make test FULL=1: the same job through lava-run (test_lava_local) stays in make test;
-# make test's minutes went to the bisection (tests/integration/test_bisect.py)
+# make test's minutes went to the bisection (tests/integration/test_bisect_rack.py)
 @pytest.mark.full
 def test_a_job_submitted_to_the_server_comes_back_as_judged_records(lava_server, client,
                                                                     image, tmp_path,

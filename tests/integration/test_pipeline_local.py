@@ -162,7 +162,7 @@ def test_a_broken_image_is_an_error(vlab, clone, rack_variables, tmp_path):
 
 # in make test FULL=1: the LAVA path's twin (test_lava_local) and the unit tests of the
 # kernel check stay in make test; make test's minutes went to the bisection
-# (tests/integration/test_bisect.py)
+# (tests/integration/test_bisect_rack.py)
 @pytest.mark.full
 def test_a_non_rt_kernel_named_rt_is_an_error_never_a_latency_verdict(
         vlab, clone, rack_variables):

@@ -242,7 +242,7 @@ scenarios:
 
 
 # in make test FULL=1: the unit tests of the loads (test_loads.py) make each kind of load
-# fail its proof; make test's minutes went to the bisection (tests/integration/test_bisect.py)
+# fail its proof; make test's minutes went to the bisection (tests/integration/test_bisect_rack.py)
 @pytest.mark.full
 def test_an_ineffective_load_is_an_error_never_a_verdict(vlab, image, tmp_path):
     """End to end for one load; every other proof's failure is a unit test of rtlab.measure.loads

@@ -21,7 +21,7 @@ from rtlab.vlab import control
 
 # in make test FULL=1: the trace's capture, parsing and choice are unit-tested
 # (tests/unit/test_trace.py); make test's minutes went to the bisection
-# (tests/integration/test_bisect.py)
+# (tests/integration/test_bisect_rack.py)
 pytestmark = [pytest.mark.vlab, pytest.mark.full]
 PLACE = "imx6q-01"
 CLIENT = str(Path(sys.executable).parent / "labgrid-client")

@@ -10,7 +10,7 @@ CAUSE = "kernel panic during boot: Kernel panic - not syncing"
 
 
 # in make test FULL=1: the silent board (test_fault_boot) covers a boot that fails every
-# attempt; make test's minutes went to the bisection (tests/integration/test_bisect.py)
+# attempt; make test's minutes went to the bisection (tests/integration/test_bisect_rack.py)
 @pytest.mark.full
 def test_kernel_panic_at_boot_is_an_error_after_every_boot_attempt(vlab, run_with_faults):
     # every power-on panics; each attempt ends when the panic is printed, not after the

@@ -24,7 +24,7 @@ def wait_for(predicate, timeout_s: float, what: str) -> None:
 
 
 # in make test FULL=1: tests/unit/test_suite_interrupt.py interrupts the suite's own process;
-# make test's minutes went to the bisection (tests/integration/test_bisect.py)
+# make test's minutes went to the bisection (tests/integration/test_bisect_rack.py)
 @pytest.mark.full
 def test_sigterm_mid_measurement_cleans_up_and_records(vlab, image, tmp_path, monkeypatch):
     monkeypatch.setenv("RTLAB_HEALTH_DIR", str(tmp_path / "health"))
