@@ -74,9 +74,9 @@ either: decide_step has none, it compares tail quantiles only, so a rare mode ab
 max_us (4 events a board-hour move no compared quantile) is not bisectable: its
 confirmation does not find the bad end bad. All figures are printed, none asserted.
 
---quick: 6 bisections per family × change × strategy (252 in all; rough figures): 167
-CPU-s, 5.0 min at ``nice -n 19`` on 2 cores shared with a virtual-rack test (2026-11-27;
-some 1.5 min on 2 free cores, estimated from the CPU time). The full size (96) is meant
+--quick: 6 bisections per family × change × strategy (252 in all; rough figures): 171
+CPU-s, 169 s at ``nice -n 19`` on 2 cores beside a fresh-clone ``make test``
+(2026-11-27). The full size (96) is meant
 for 16 workers (``--workers 16``): 16 times the CPU of --quick, about 2700 CPU-s, some
 3 min (estimated, not timed). The last line says the wall time and the workers' CPU time.
 
