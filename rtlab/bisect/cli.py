@@ -4,10 +4,10 @@ the rack, and the result posted where the team looks (docs/bisect.md)."""
 import argparse
 import contextlib
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 from rtlab.util import paths
+from rtlab.util.commands import places_arg
 
 # a bisection's exit codes: 0 a culprit named, 3 undecided or not reproduced (the lab
 # could not tell), 2 an error of the request or the lab (as every rtlab command)
@@ -16,37 +16,6 @@ UNRESOLVED = 3
 
 def _progress(message: str) -> None:
     print(message, flush=True)
-
-
-@contextlib.contextmanager
-def _virtual_rack(virtual: bool) -> Iterator[None]:
-    """The virtual rack for the block, started and stopped here if it was not running."""
-    if not virtual:
-        yield
-        return
-    from rtlab.vlab import control
-    from rtlab.vlab.config import load_config
-
-    state = paths.vlab_state_dir()
-    started = control.running_pid(state) is None
-    if started:
-        _progress("starting the virtual rack")
-        control.start(load_config(paths.default_vlab_config()), state)
-    try:
-        yield
-    finally:
-        if started:
-            _progress("stopping the virtual rack")
-            control.stop(state)
-
-
-def _places(text: str) -> int:
-    """``all`` (0) or a number of places."""
-    if text == "all":
-        return 0
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"{text!r} is neither a number nor 'all'")
-    return int(text)
 
 
 def _kernel_flavour(flavour: str, given: str | None) -> str:
@@ -87,7 +56,9 @@ def _run(args: argparse.Namespace) -> int:
                 places=args.places, suite=Path(args.suite).resolve() if args.suite else None,
                 reserve_timeout_s=args.reserve_timeout)
     policy = StepPolicy(rounds=args.rounds, confidence=args.confidence, quantile=args.quantile)
-    with _virtual_rack(virtual):
+    from rtlab.vlab import control
+
+    with control.running(_progress) if virtual else contextlib.nullcontext():
         result = Bisector(request, rack, policy, out, progress=_progress).run()
     result.write(out)
     written = write_report(result, out / "report")
@@ -158,7 +129,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     run.add_argument("--coordinator", default="127.0.0.1:20408")
     run.add_argument("--board-prefix", help="prefix of the places' board tags (default: "
                                             "none, qemu- on the virtual rack)")
-    run.add_argument("--places", type=_places, default=0, metavar="N|all",
+    run.add_argument("--places", type=places_arg, default=0, metavar="N|all",
                      help="how many healthy places take part (default: all)")
     run.add_argument("--reserve-timeout", type=float, default=3600.0)
     run.add_argument("--suite", help="the suite file the boards run (default: suite.yaml)")

@@ -37,6 +37,7 @@ import attr
 from rtlab.bisect.search import BAD, GOOD, UNDECIDABLE
 from rtlab.verdict.comparison import NO_CHANGE, REGRESSION, Comparison, compare_tail
 from rtlab.verdict.histogram import Histogram
+from rtlab.verdict.sequential import SequentialPolicy
 
 CONTINUE = "continue"
 
@@ -64,13 +65,10 @@ class StepPolicy:
 
     @property
     def looks(self) -> tuple[int, ...]:
-        """The rounds after which the step is compared."""
-        found, at = [], self.min_rounds
-        while at < self.rounds:
-            found.append(at)
-            at *= 2
-        found.append(self.rounds)
-        return tuple(found)
+        """The rounds after which the step is compared: rtlab.verdict.sequential's looks,
+        a round for a window."""
+        windows = SequentialPolicy(window_s=1, cap_s=self.rounds, min_windows=self.min_rounds)
+        return tuple(round(at) for at in windows.looks)
 
     @property
     def each_confidence(self) -> float:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import attr
 
-from rtlab.bisect.result import FOUND, IDENTITY, NOT_REPRODUCED, Bisection, Step
+from rtlab.bisect.result import FOUND, NOT_REPRODUCED, Bisection, Step, board_time
 from rtlab.util.atomic import write_atomic
 
 STYLE = """body{font-family:sans-serif;margin:2em;max-width:70em}
@@ -36,16 +36,6 @@ def headline(result: Bisection) -> str:
     return f"undecided: the culprit is one of {where}"
 
 
-def _hours(seconds: float) -> str:
-    return f"{seconds / 3600:.2f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min"
-
-
-def _decided(step: Step) -> str:
-    if step.decided_by == IDENTITY:
-        return "by identity (no board time)"
-    return f"measured, {step.confidence:.0%} confidence" if step.confidence else "measured"
-
-
 def _difference(step: Step) -> str:
     return "" if step.difference_us is None else f"{step.difference_us:+g} µs"
 
@@ -53,14 +43,14 @@ def _difference(step: Step) -> str:
 def summary(result: Bisection) -> str:
     lines = [f"# Bisection: {result.board} {result.flavour} {result.case}", "",
              f"{result.good[:12]} (good) .. {result.bad[:12]} (bad), {len(result.steps)} "
-             f"steps, {_hours(result.board_s)} of board time", "",
+             f"steps, {board_time(result.board_s)} of board time", "",
              f"**{headline(result)}**", "", result.reason, "",
              "| step | kind | point | outcome | rounds | boots (good, step) | board time | "
              "decided | shift |", "|---|---|---|---|---|---|---|---|---|"]
     for step in result.steps:
         lines.append(f"| {step.index} | {step.kind} | {step.point} | {step.outcome} | "
                      f"{step.rounds} | {step.boots[0]}, {step.boots[1]} | "
-                     f"{_hours(step.board_s)} | {_decided(step)} | {_difference(step)} |")
+                     f"{board_time(step.board_s)} | {step.decided} | {_difference(step)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -69,8 +59,8 @@ def write_report(result: Bisection, folder: Path) -> Written:
     rows = "".join(
         f"<tr><td>{s.index}</td><td>{s.kind}</td><td><code>{html.escape(s.point)}</code></td>"
         f"<td class='{s.outcome}'>{s.outcome}</td><td>{s.rounds}</td>"
-        f"<td>{s.boots[0]}, {s.boots[1]}</td><td>{_hours(s.board_s)}</td>"
-        f"<td>{_decided(s)}</td><td>{_difference(s)}</td>"
+        f"<td>{s.boots[0]}, {s.boots[1]}</td><td>{board_time(s.board_s)}</td>"
+        f"<td>{s.decided}</td><td>{_difference(s)}</td>"
         f"<td>{html.escape(s.reason)}</td></tr>" for s in result.steps)
     culprit = ""
     if result.culprit is not None:
@@ -96,10 +86,11 @@ started {html.escape(result.started)}</p>
 <table><tr><th>step</th><th>kind</th><th>point</th><th>outcome</th><th>rounds</th>
 <th>boots (good, step)</th><th>board time</th><th>decided</th><th>shift</th><th>why</th></tr>
 {rows}</table>
-<p>{len(result.steps)} steps, {_hours(result.board_s)} of board time in all. A step is
-<i>bad</i> when its boots are a regression against the good point's, <i>good</i> when the
-bad point's boots are a regression against its own, each at the step's confidence over
-every look; <i>undecidable</i> steps were skipped, never guessed.</p>
+<p>{len(result.steps)} steps, {board_time(result.board_s)} of board time in all. A step is
+<i>bad</i> when its boots are a regression against the good point's, <i>good</i> when they
+show no change at every quantile compared within half the regression the confirmation
+measured, each at the step's confidence over every look; <i>undecidable</i> steps were
+skipped, never guessed.</p>
 {culprit}{candidates}
 </body></html>
 """

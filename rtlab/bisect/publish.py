@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from typing import Any
 
-from rtlab.bisect.result import FOUND, IDENTITY, NOT_REPRODUCED, Bisection, Step
+from rtlab.bisect.result import FOUND, NOT_REPRODUCED, Bisection, board_time
 from rtlab.util.gitlab import Credentials, GitLabError, connect, gitlab_errors
 
 TOKEN_VARIABLE = "RTLAB_BISECT_TOKEN"
@@ -39,17 +39,6 @@ def bisect_credentials() -> Credentials:
         raise PublishError(f"no GitLab token: set ${TOKEN_VARIABLE} (a masked, protected CI "
                            f"variable holding {SCOPE})")
     return Credentials(token)
-
-
-def _duration(seconds: float) -> str:
-    seconds = round(seconds)
-    if seconds < 60:
-        return f"{seconds} s"
-    minutes = round(seconds / 60)
-    if minutes < 60:
-        return f"{minutes} min"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes:02d} min"
 
 
 def _code(items: Iterable[str]) -> str:
@@ -81,12 +70,6 @@ def _outcome(bisection: Bisection) -> str:
     return "  \n".join(lines)
 
 
-def _decided(step: Step) -> str:
-    if step.decided_by == IDENTITY or step.confidence is None:
-        return "by identity"
-    return f"{step.confidence:.1%}"
-
-
 def note_text(bisection: Bisection, report_url: str | None) -> str:
     """The note: what was bisected, the outcome, the steps, the board time, the report."""
     good, bad = bisection.good[:SHORT], bisection.bad[:SHORT]
@@ -103,8 +86,8 @@ def note_text(bisection: Bisection, report_url: str | None) -> str:
     for step in bisection.steps:
         lines.append(f"| {step.index} | {step.kind} | `{step.point}` | {step.outcome} "
                      f"| {step.rounds} | {step.boots[0]} / {step.boots[1]} "
-                     f"| {_duration(step.board_s)} | {_decided(step)} |")
-    lines += ["", f"Board time in all: {_duration(bisection.board_s)} "
+                     f"| {board_time(step.board_s)} | {step.decided} |")
+    lines += ["", f"Board time in all: {board_time(bisection.board_s)} "
                   f"({len(bisection.steps)} steps)."]
     if report_url:
         lines.append(f"Report: [{report_url}]({report_url})")

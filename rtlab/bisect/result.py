@@ -57,6 +57,13 @@ class Step:
     """What identifies the step's kernel (its configuration's digest)."""
 
     @property
+    def decided(self) -> str:
+        """How it was decided, as the page and the note show it."""
+        if self.decided_by == IDENTITY or self.confidence is None:
+            return "by identity"
+        return f"{self.confidence:.1%}"
+
+    @property
     def point(self) -> str:
         short = self.commit[:12]
         return f"{short} + {', '.join(self.options)}" if self.options else short
@@ -114,6 +121,18 @@ class Bisection:
         path = folder / FILE_NAME
         write_atomic(path, json.dumps(self.to_json(), indent=2) + "\n")
         return path
+
+
+def board_time(seconds: float) -> str:
+    """Board time as the page and the note show it: 45 s, 12 min, 3 h 05 min."""
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes = round(seconds / 60)
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
 
 
 def read_bisection(path: Path) -> Bisection:

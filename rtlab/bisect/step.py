@@ -9,7 +9,6 @@ others, as a test job's failed board does, and the step's decision says why boot
 missing. A ``fail`` (a limit exceeded) is a measurement like any other: its histogram counts.
 """
 
-import json
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import attr
 
+from rtlab.artifacts.record import read_record
 from rtlab.lab.health import healthy_filters
 from rtlab.lab.reservation import LabgridClient, filters_for, matching
 from rtlab.run.runner import Selection, run_suite
@@ -70,7 +70,7 @@ def case_histogram(folder: Path, case: str) -> tuple[Histogram | None, str | Non
     """The case's histogram from a run's records, or why there is none."""
     records = []
     for path in sorted((folder / "results").glob("*.json")):
-        record = json.loads(path.read_text())
+        record = read_record(path)
         if record.get("name", "").endswith(f"/{case}"):
             records.append(record)
     if not records:

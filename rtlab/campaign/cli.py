@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from rtlab.util import paths
+from rtlab.util.commands import places_arg
 
 
 def _progress(message: str) -> None:
@@ -139,14 +140,6 @@ def _run(args: argparse.Namespace) -> int:
     return outcome.exit_code
 
 
-def _places(text: str) -> int:
-    if text in ("", "all"):
-        return 0
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"a number of places (1 or more) or all, got {text!r}")
-    return int(text)
-
-
 def _add_narrowing(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--duration", type=_optional_int, metavar="SECONDS",
                         help="seconds per case instead of the file's duration_s (empty: "
@@ -165,7 +158,7 @@ def _add_rack(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--coordinator", default="127.0.0.1:20408")
     parser.add_argument("--board-prefix", help="prefix of the places' board tags (default: "
                                                "none, qemu- on the virtual rack)")
-    parser.add_argument("--places", type=_places, default=0, metavar="N|all",
+    parser.add_argument("--places", type=places_arg, default=0, metavar="N|all",
                         help="how many healthy places of a board type share a variant's "
                              "cases (default: all)")
     parser.add_argument("--reserve-timeout", type=float, default=3600.0,

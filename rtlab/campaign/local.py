@@ -5,7 +5,7 @@ it was not running), the records into the results store, and the campaign report
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import attr
@@ -18,7 +18,6 @@ from rtlab.campaign.stages import (
     provide_kernels,
     run_tests,
 )
-from rtlab.util import paths
 
 Progress = Callable[[str], None]
 
@@ -48,7 +47,9 @@ def run_campaign(campaign: Campaign, *, out: Path, rack: Rack, virtual: bool,
         build_images(campaign, board, out, progress)
     progress(f"kernels and images: {time.monotonic() - started:.0f} s")
     measured: list[Measured] = []
-    with _rack(virtual, progress):
+    from rtlab.vlab import control
+
+    with control.running(progress) if virtual else contextlib.nullcontext():
         for board in campaign.boards:
             measured += run_tests(campaign, board, out, rack, campaign_run, progress)
     progress(f"measured: {time.monotonic() - started:.0f} s")
@@ -62,25 +63,3 @@ def run_campaign(campaign: Campaign, *, out: Path, rack: Rack, virtual: bool,
     progress(f"report: {written.html} (summary {written.summary}); "
              f"{time.monotonic() - started:.0f} s in all")
     return CampaignOutcome(tuple(measured), written.html, written.summary)
-
-
-@contextlib.contextmanager
-def _rack(virtual: bool, progress: Progress) -> Iterator[None]:
-    """The virtual rack for the block: started when it is not running, and then stopped
-    again afterwards (a rack someone else started is left as it was)."""
-    if not virtual:
-        yield
-        return
-    from rtlab.vlab import control
-    from rtlab.vlab.config import load_config
-
-    started = control.running_pid(paths.vlab_state_dir()) is None
-    if started:
-        progress("starting the virtual rack")
-        control.start(load_config(paths.default_vlab_config()), paths.vlab_state_dir())
-    try:
-        yield
-    finally:
-        if started:
-            progress("stopping the virtual rack")
-            control.stop(paths.vlab_state_dir())

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import requests
@@ -179,3 +180,23 @@ def format_status(current: dict[str, object] | None) -> str:
     if current is None:
         return "virtual rack: not running"
     return json.dumps(current, indent=2)
+
+
+@contextlib.contextmanager
+def running(progress: Callable[[str], None] = print) -> Iterator[None]:
+    """The repository's virtual rack for the block: started when it is not running, and
+    stopped again afterwards (a rack someone else started is left as it was)."""
+    from rtlab.util import paths
+    from rtlab.vlab.config import load_config
+
+    state = paths.vlab_state_dir()
+    started = running_pid(state) is None
+    if started:
+        progress("starting the virtual rack")
+        start(load_config(paths.default_vlab_config()), state)
+    try:
+        yield
+    finally:
+        if started:
+            progress("stopping the virtual rack")
+            stop(state)
