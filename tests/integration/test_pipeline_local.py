@@ -50,6 +50,10 @@ def rack_variables(vlab, tmp_path):
 def run(clone: Path, variables: dict, *jobs: str):
     result = pipeline_times.run_pipeline(clone, variables, jobs, timeout_s=1800)
     print(pipeline_times.format_table(result))
+    if result.exit_code != 0:
+        # gitlab-ci-local's own last words (a crash of the tool ends the output, and the
+        # assertion's message shows only a cut of it)
+        print("\n".join(result.output.splitlines()[-60:]))
     return result
 
 
