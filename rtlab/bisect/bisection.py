@@ -17,21 +17,21 @@ every decision needs, grows better known as the bisection goes. Each decided ste
 written to the result (rtlab.bisect.result) at once, so a bisection that is stopped keeps
 the steps it paid for, as an ``undecided`` result that says where it stopped.
 
-Kernels: ``debian`` takes Debian's kernel of the image flavour for every point, the
-configuration's test-device options on its command line (rtlab.bisect.testdev), so the
-path is proven on the virtual rack within ``make test``; every other option changes the
-point's configuration (measured as a kernel of its own) but not what boots.
+Kernels (rtlab.bisect.kernels): ``debian`` takes Debian's kernel of the image flavour for
+every point, the configuration's test-device options on its command line
+(rtlab.bisect.testdev), so the path is proven on the virtual rack within ``make test``;
+``build`` builds each point's kernel from its commit's kernel/ folder.
 """
 
 import datetime
-import hashlib
 from collections.abc import Callable
 from pathlib import Path
 
 import attr
 
-from rtlab.bisect import points, testdev
+from rtlab.bisect import points
 from rtlab.bisect.decide import StepDecision, StepPolicy, confirmed_shift, decide_step
+from rtlab.bisect.kernels import BuiltKernels, DebianKernels, Kernels
 from rtlab.bisect.result import (
     COMMIT,
     CONFIRM,
@@ -46,15 +46,13 @@ from rtlab.bisect.result import (
     Option,
     Step,
 )
-from rtlab.bisect.search import BAD, GOOD, UNDECIDABLE, CommitSearch, OptionSearch, as_applied
+from rtlab.bisect.search import BAD, GOOD, UNDECIDABLE, CommitSearch, OptionSearch
 from rtlab.bisect.step import Rack, measure_round
-from rtlab.image.build import build_image
-from rtlab.util import paths
 from rtlab.verdict.histogram import Histogram
 
 Progress = Callable[[str], None]
 BeforeStep = Callable[[int, str, points.Point], None]
-SOURCES = ("debian",)
+SOURCES = ("debian", "build")
 MAX_UNDECIDABLE = 3
 
 
@@ -83,11 +81,20 @@ class Request:
                              f"(e.g. idle/1000us)")
 
 
+def kernels_for(request: Request, out: Path, progress: Progress) -> Kernels:
+    if request.source == "build":
+        return BuiltKernels(request.repo, request.board, request.flavour,
+                            request.kernel_flavour, out, progress=progress)
+    return DebianKernels(request.board, request.flavour, request.kernel_flavour, out)
+
+
 class Bisector:
     def __init__(self, request: Request, rack: Rack, policy: StepPolicy, out: Path, *,
                  progress: Progress = print, before_step: BeforeStep | None = None,
-                 max_undecidable: int = MAX_UNDECIDABLE) -> None:
+                 max_undecidable: int = MAX_UNDECIDABLE,
+                 kernels: Kernels | None = None) -> None:
         self.request = request
+        self.kernels = kernels or kernels_for(request, out, progress)
         self.rack = rack
         self.policy = policy
         self.out = out
@@ -104,7 +111,6 @@ class Bisector:
         self.margin: float | None = None
         """A good step's equivalence margin: half the confirmed regression (relative)."""
         self._configs: dict[str, dict[str, str]] = {}
-        self._images: dict[str, Path] = {}
         self.started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
         self.good = self.bad = ""
 
@@ -116,19 +122,10 @@ class Bisector:
         return self._configs[commit]
 
     def point(self, commit: str) -> points.Point:
-        return points.Point(commit, self.config(commit))
+        return points.Point(commit, self.config(commit), source=self.kernels.identity(commit))
 
     def image(self, point: points.Point) -> Path:
-        """The point's SD image: Debian's kernel, the point's test devices on the command
-        line; one image per command line (points that boot alike share it)."""
-        extra = testdev.cmdline(point.config, f"{point.name} ({self.request.kernel_flavour})")
-        if extra not in self._images:
-            folder = hashlib.sha256(extra.encode()).hexdigest()[:12] if extra else "plain"
-            self._images[extra] = build_image(
-                self.request.board, self.request.flavour, paths.debs_dir(),
-                self.out / "images" / folder, progress=lambda message: None,
-                extra_cmdline=extra).sd_image
-        return self._images[extra]
+        return self.kernels.image(point)
 
     # -- steps ---------------------------------------------------------------------------
     def _decided_by_identity(self, kind: str, point: points.Point) -> str | None:
@@ -224,8 +221,9 @@ class Bisector:
         if good_point.key == bad_point.key:
             return self._result(NOT_REPRODUCED, (
                 f"{self.good[:12]} and {self.bad[:12]} ask for the same kernel "
-                f"configuration of {self.request.board} {self.request.kernel_flavour}: "
-                f"nothing between them changes the kernel this bisection measures"))
+                f"configuration of {self.request.board} {self.request.kernel_flavour}"
+                + (" from the same source" if self.kernels.name == "build" else "")
+                + ": nothing between them changes the kernel this bisection measures"))
         self.decided[good_point.key] = GOOD
         self.progress(f"bisecting {len(commits)} commits: {self.good[:12]} (good) .. "
                       f"{self.bad[:12]} (bad), {self.request.board} {self.request.flavour} "
@@ -260,19 +258,39 @@ class Bisector:
 
     def _bisect_options(self, culprit: Culprit, commit_reason: str) -> Bisection:
         repo = self.request.repo
-        before = self.config(points.parent(repo, culprit.commit))
+        parent = points.parent(repo, culprit.commit)
+        before = self.config(parent)
         after = self.config(culprit.commit)
         changed = points.changed_options(before, after)
+        source = self.kernels.identity(parent)
+        if changed and source != self.kernels.identity(culprit.commit):
+            # the commit moved the source pin, patches or board files too: the option steps
+            # build on the parent's, where all the options together are not the bad kernel;
+            # whether they regress there is what the option search stands on
+            every = frozenset(changed)
+            outcome = self.decide(OPTIONS, points.Point(culprit.commit, after, options=every,
+                                                        source=source))
+            if outcome == GOOD:
+                return self._result(FOUND, (
+                    f"{commit_reason}; its options on its parent's kernel source do not "
+                    f"regress: the regression comes with its change of the source pin, "
+                    f"patches or board files"), culprit=culprit)
+            if outcome != BAD:
+                return self._result(UNDECIDED, (
+                    f"{commit_reason}; whether its options regress on its parent's kernel "
+                    f"source could not be decided (it also changes the source pin, patches "
+                    f"or board files)"), culprit=culprit, candidates=changed)
         if len(changed) <= 1:
             option = (Option(changed[0], before.get(changed[0], points.NOT_SET),
                              after.get(changed[0], points.NOT_SET)) if changed else None)
             return self._result(FOUND, commit_reason, culprit=culprit, option=option)
         self.progress(f"{culprit.commit[:12]} changes {len(changed)} options: "
                       f"{', '.join(changed)}")
-        search = OptionSearch(changed, resolve=as_applied)
+        search = OptionSearch(changed, resolve=self.kernels.resolver(parent, before, after,
+                                                                     changed))
         while (applied := search.next()) is not None:
             config = points.applied(before, after, applied)
-            point = points.Point(culprit.commit, config, options=applied)
+            point = points.Point(culprit.commit, config, options=applied, source=source)
             search.record(applied, self.decide(OPTIONS, point))
         found = search.found()
         if found.culprit is None:

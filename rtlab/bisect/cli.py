@@ -107,9 +107,11 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     run.add_argument("--case", required=True, help="the case that regressed, "
                                                    "scenario/intervalus (e.g. "
                                                    "hackbench/1000us)")
-    run.add_argument("--kernel-source", choices=("debian",), default="debian",
+    run.add_argument("--kernel-source", choices=("debian", "build"), default="debian",
                      help="debian: Debian's kernel for every point, the configuration's "
-                          "test devices on its command line (docs/bisect.md)")
+                          "test devices on its command line; build: each point's kernel "
+                          "built from its commit's kernel/ folder, with ccache "
+                          "(docs/bisect.md)")
     run.add_argument("--duration", type=int, default=60,
                      help="seconds of measurement per boot (default 60)")
     run.add_argument("--rounds", type=int, default=6,

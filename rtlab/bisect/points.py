@@ -5,8 +5,9 @@ for: the board's fragments, then the flavour's, as ``rtlab kernel config`` merge
 and the options two configurations differ in.
 
 A point is a commit, or a commit's parent with some of the commit's options applied
-(:class:`Point`); its ``key`` (the configuration's digest) is what identifies its kernel:
-two points with one configuration have one kernel, which is built, and decided, once.
+(:class:`Point`); its ``key`` (the configuration's digest, and where the kernel is built
+from source, that of the source it is built from) is what identifies its kernel: two
+points with one key have one kernel, which is built, and decided, once.
 """
 
 import hashlib
@@ -72,15 +73,8 @@ def configuration(repo: Path, commit: str, board: str, kernel_flavour: str) -> d
     """The options ``commit``'s kernel/ asks of the board's kernel of ``kernel_flavour``:
     the board's fragments, then the flavour's, a later one overriding (value by name,
     ``n`` for "is not set"). Errors name the commit and the file."""
-    archive = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", commit,
-                              "kernel"], capture_output=True, check=False)
-    if archive.returncode != 0:
-        raise HistoryError(f"{commit[:12]} has no kernel/ folder: "
-                           f"{archive.stderr.decode(errors='replace').strip()}")
     with tempfile.TemporaryDirectory(prefix="rtlab-bisect-") as tmp:
-        with tarfile.open(fileobj=BytesIO(archive.stdout)) as tar:
-            tar.extractall(tmp, filter="data")
-        kernel = Path(tmp) / "kernel"
+        kernel = extract_kernel(repo, commit, Path(tmp))
         try:
             board_spec = kernel_spec.board(board, kernel / "boards.yaml")
             flavour_spec = kernel_spec.flavour(kernel_flavour, kernel / "flavours.yaml")
@@ -90,6 +84,19 @@ def configuration(repo: Path, commit: str, board: str, kernel_flavour: str) -> d
             raise HistoryError(f"commit {commit[:12]}: {error}".replace(tmp + "/", "")) \
                 from None
     return {name: request.value for name, request in requests.items()}
+
+
+def extract_kernel(repo: Path, commit: str, dest: Path) -> Path:
+    """``commit``'s kernel/ folder written under ``dest``; returns ``dest/kernel``."""
+    archive = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", commit,
+                              "kernel"], capture_output=True, check=False)
+    if archive.returncode != 0:
+        raise HistoryError(f"{commit[:12]} has no kernel/ folder: "
+                           f"{archive.stderr.decode(errors='replace').strip()}")
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=BytesIO(archive.stdout)) as tar:
+        tar.extractall(dest, filter="data")
+    return dest / "kernel"
 
 
 def changed_options(good: Mapping[str, str], bad: Mapping[str, str]) -> tuple[str, ...]:
@@ -124,12 +131,26 @@ class Point:
     commit: str
     config: Mapping[str, str] = attr.field(eq=False, repr=False)
     options: frozenset[str] = frozenset()
+    source: str = ""
+    """What besides the configuration makes the kernel (a kernel built from source: the
+    digest of its commit's source pin, patches and board files; "" where nothing does)."""
 
     @property
     def key(self) -> str:
-        return config_key(self.config)
+        key = config_key(self.config)
+        if not self.source:
+            return key
+        return hashlib.sha256(f"{key} {self.source}".encode()).hexdigest()[:16]
 
     @property
     def name(self) -> str:
         short = self.commit[:12]
         return f"{short}^ + {', '.join(sorted(self.options))}" if self.options else short
+
+
+def source_identity(repo: Path, commit: str) -> str:
+    """The digest of what, besides its configuration, makes ``commit``'s kernel when it is
+    built from source: the source pin, the patches and the board files (their blobs)."""
+    listing = git(repo, "ls-tree", "-r", commit, "--", "kernel/source.yaml",
+                  "kernel/patches", "kernel/boards.yaml")
+    return hashlib.sha256(listing.encode()).hexdigest()[:16]

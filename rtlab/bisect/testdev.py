@@ -10,23 +10,31 @@ to 0.3 s but left the pooled quantiles within the boots' spread, while N ms on e
 moves the bulk (p90) of every CPU's wake-ups.
 
 No kernel has these options, so a lab's fragments must never hold them: ``rtlab kernel
-config`` would refuse them (an option the final .config does not have), and a bisection
-that builds its kernels passes them nowhere. Where a bisection takes Debian's kernel for
-every point (``--kernel-source debian``), they are the only options that change what the
-board runs: the image puts them on the kernel command line (``rtlab.testdev_hog=N``),
-and /init plays them. The device is a user task at a priority above the measuring
+config`` would refuse them (an option the final .config does not have). A bisection takes
+them out of what kconfig sees (a built kernel's fragments hold a comment in their place,
+:func:`strip_fragments`) and the image puts them on the kernel command line
+(``rtlab.testdev_hog=N``), where /init plays them. Where a bisection takes Debian's
+kernel for every point (``--kernel-source debian``), they are the only options that
+change what the board runs. The device is a user task at a priority above the measuring
 threads', which a board's window check reports as another real-time task
 (suite.yaml ``other_rt_tasks``): a run with it is judged only under a suite that leaves
 that check out, as the bisection test's does.
 """
 
+import re
 from collections.abc import Mapping
+from pathlib import Path
 
 PREFIX = "CONFIG_RTLAB_TESTDEV_"
 HOG_MS = "CONFIG_RTLAB_TESTDEV_HOG_MS"
 HOG_PARAM = "rtlab.testdev_hog"
 HOG_MAX_MS = 50
 OPTIONS = (HOG_MS,)
+_LINE = re.compile(rf"^\s*(#\s*)?{PREFIX}\w+[\s=]")
+
+
+def is_device(option: str) -> bool:
+    return option.startswith(PREFIX)
 
 
 def cmdline(config: Mapping[str, str], where: str) -> str:
@@ -44,3 +52,21 @@ def cmdline(config: Mapping[str, str], where: str) -> str:
                              f"{HOG_MAX_MS} ms of every 100 ms")
         params.append(f"{HOG_PARAM}={int(value)}")
     return " ".join(params)
+
+
+def strip_fragments(configs_dir: Path) -> list[str]:
+    """Every test-device line of the fragments in ``configs_dir`` turned into a comment
+    (kconfig would drop them, and configure refuse the fragment), line numbers kept;
+    returns ``file:line: text`` of each."""
+    stripped = []
+    for fragment in sorted(configs_dir.glob("*.config")):
+        lines = fragment.read_text().splitlines(keepends=True)
+        changed = False
+        for number, line in enumerate(lines, 1):
+            if _LINE.match(line):
+                stripped.append(f"{fragment.name}:{number}: {line.strip()}")
+                lines[number - 1] = f"# test device, on the command line: {line.strip()}\n"
+                changed = True
+        if changed:
+            fragment.write_text("".join(lines))
+    return stripped

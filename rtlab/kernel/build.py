@@ -82,6 +82,7 @@ def build_kernel(
     build_dir: Path | None = None,
     ccache_dir: Path | None = None,
     extra_fragments: Sequence[Path] = (),
+    kernel_dir: Path | None = None,
     jobs: int = DEFAULT_JOBS,
     verbose: bool = False,
     progress: Progress = print,
@@ -90,14 +91,20 @@ def build_kernel(
     and kernel/flavours.yaml) into ``out_dir/<board>-<flavour>/``.
 
     ``extra_fragments`` go on top of the flavour's (a one-off experiment, or a test's
-    changed option); they are verified and recorded like the others."""
-    board = spec.board(board_name)
-    flavour = spec.flavour(flavour_name)
+    changed option); they are verified and recorded like the others. ``kernel_dir``: the
+    boards, flavours, fragments, source pin and patches of another ``kernel/`` folder than
+    the repository's (a bisection builds each commit's own)."""
+    if kernel_dir is None:
+        board = spec.board(board_name)
+        flavour = spec.flavour(flavour_name)
+    else:
+        board = spec.board(board_name, kernel_dir / "boards.yaml")
+        flavour = spec.flavour(flavour_name, kernel_dir / "flavours.yaml")
     build_dir = (build_dir or default_build_dir(board.name, flavour.name)).resolve()
     ccache_dir = (ccache_dir or default_ccache_dir()).resolve()
     # the source is prepared once per machine (bootstrap's kernel-source step): the build
     # time is configure + make + collect
-    tree = prepare_source(source, kernel_cache_dir(), progress)
+    tree = prepare_source(source, kernel_cache_dir(), progress, kernel_dir=kernel_dir)
     started = time.monotonic()
     build_dir.mkdir(parents=True, exist_ok=True)
     env = _build_env(board, ccache_dir)

@@ -232,21 +232,9 @@ def configure(tree: SourceTree, build_dir: Path, board: KernelBoard, flavour: Ke
     # read the fragments first: a malformed one fails before any make runs
     requests = merge_requests(fragments)
     build_dir = build_dir.resolve()
-    build_dir.mkdir(parents=True, exist_ok=True)
-    make = ["make", "-C", str(tree.path), f"O={build_dir}", *board.make_vars]
-    progress(f"{board.name}-{flavour.name}: {board.defconfig} in {build_dir}")
-    _run([*make, board.defconfig], build_dir, f"make {board.defconfig}")
-    progress(f"{board.name}-{flavour.name}: merging {len(fragments)} fragment(s): "
-             f"{', '.join(repo_display(f) for f in fragments)}")
-    # -m: only merge (the script's own make step would be alldefconfig on the merged file,
-    # not olddefconfig on the defconfig); -O: the .config in build_dir, not in the tree.
-    # It writes temporary files into its working folder: build_dir, never the tree.
-    _run(["sh", str(tree.path / "scripts" / "kconfig" / "merge_config.sh"), "-m", "-O",
-          str(build_dir), str(build_dir / ".config"), *map(str, fragments)], build_dir,
-         "merge_config.sh")
-    _run([*make, "olddefconfig"], build_dir, "make olddefconfig")
+    text = resolve_config(tree, build_dir, board, fragments, progress,
+                          label=f"{board.name}-{flavour.name}")
     config = build_dir / ".config"
-    text = config.read_text()
     dropped = verify(requests.values(), text,
                      KconfigIndex(tree.path, board.arch).explain)
     if dropped:
@@ -260,3 +248,26 @@ def configure(tree: SourceTree, build_dir: Path, board: KernelBoard, flavour: Ke
         fragments=tuple(FragmentFile(f, sha256_file(f)) for f in fragments),
         config_sha256=sha256_file(config), requests=tuple(requests.values()),
         preemption_model=kconfig.preemption_model(text), source=tree)
+
+
+def resolve_config(tree: SourceTree, build_dir: Path, board: KernelBoard,
+                   fragments: Sequence[Path], progress: Progress = print, *,
+                   label: str = "") -> str:
+    """``build_dir/.config`` as kconfig resolves the board's defconfig with ``fragments``
+    merged in order (olddefconfig), and its text; nothing is verified (configure does
+    that; a bisection asks what kconfig makes of a set of options)."""
+    label = label or board.name
+    build_dir.mkdir(parents=True, exist_ok=True)
+    make = ["make", "-C", str(tree.path), f"O={build_dir}", *board.make_vars]
+    progress(f"{label}: {board.defconfig} in {build_dir}")
+    _run([*make, board.defconfig], build_dir, f"make {board.defconfig}")
+    progress(f"{label}: merging {len(fragments)} fragment(s): "
+             f"{', '.join(repo_display(f) for f in fragments)}")
+    # -m: only merge (the script's own make step would be alldefconfig on the merged file,
+    # not olddefconfig on the defconfig); -O: the .config in build_dir, not in the tree.
+    # It writes temporary files into its working folder: build_dir, never the tree.
+    _run(["sh", str(tree.path / "scripts" / "kconfig" / "merge_config.sh"), "-m", "-O",
+          str(build_dir), str(build_dir / ".config"), *map(str, fragments)], build_dir,
+         "merge_config.sh")
+    _run([*make, "olddefconfig"], build_dir, "make olddefconfig")
+    return (build_dir / ".config").read_text()

@@ -244,12 +244,21 @@ def _apply(tree: Path, patches: list[Path], progress: Progress) -> str:
     return digest.hexdigest()
 
 
-def _debian(cache_dir: Path, progress: Progress, spec: DebianSource) -> SourceTree:
-    dest = cache_dir / "src" / spec.tree_name
-    own = _series(PATCHES_DIR, "series") if (PATCHES_DIR / "series").is_file() else []
+def _own_patches(patches_dir: Path) -> list[Path]:
+    return _series(patches_dir, "series") if (patches_dir / "series").is_file() else []
+
+
+def _wanted(spec: DebianSource, own: list[Path]) -> dict[str, str]:
     # rtlab's patches are inputs like the pinned files: a changed one prepares the tree anew
-    wanted = {f.name: f.sha256 for f in spec.files} | {
+    return {f.name: f.sha256 for f in spec.files} | {
         f"kernel/patches/{p.name}": sha256_file(p) for p in own}
+
+
+def _debian(cache_dir: Path, progress: Progress, spec: DebianSource,
+            patches_dir: Path = PATCHES_DIR, tree_name: str | None = None) -> SourceTree:
+    dest = cache_dir / "src" / (tree_name or spec.tree_name)
+    own = _own_patches(patches_dir)
+    wanted = _wanted(spec, own)
     stamp = _stamp(dest)
     if stamp is not None and stamp.get("files") == wanted:
         return _tree(dest, stamp)
@@ -336,7 +345,8 @@ def _git(source: str, cache_dir: Path, progress: Progress) -> SourceTree:
 
 
 def prepare_source(source: str | None, cache_dir: Path,
-                   progress: Progress = print) -> SourceTree:
+                   progress: Progress = print, *, kernel_dir: Path | None = None
+                   ) -> SourceTree:
     """The kernel tree to build from.
 
     ``None``: the pinned Debian source of ``kernel/source.yaml``, downloaded into
@@ -346,13 +356,26 @@ def prepare_source(source: str | None, cache_dir: Path,
     cache. A git URL, optionally ``URL@ref``: shallow-cloned once into the cache (a branch
     is fetched once; name a tag or commit for a reproducible build).
 
+    ``kernel_dir``: the pin and the patches of another ``kernel/`` folder than the
+    repository's (a bisection's commit); one that differs gets a tree of its own, beside
+    the repository's.
+
     Trees are built in a temporary folder and renamed into place with a stamp file, so an
     interrupted run never leaves a half-patched tree that a later call would trust.
     """
     if source is None:
-        spec = load_source()
+        if kernel_dir is None:
+            spec = load_source()
+            with _locked(cache_dir):
+                return _debian(cache_dir, progress, spec)
+        spec = load_source(kernel_dir / "source.yaml")
+        wanted = _wanted(spec, _own_patches(kernel_dir / "patches"))
+        name = spec.tree_name
+        if wanted != _wanted(load_source(), _own_patches(PATCHES_DIR)):
+            digest = hashlib.sha256(json.dumps(wanted, sort_keys=True).encode()).hexdigest()
+            name = f"{name}-{digest[:12]}"
         with _locked(cache_dir):
-            return _debian(cache_dir, progress, spec)
+            return _debian(cache_dir, progress, spec, kernel_dir / "patches", name)
     path = Path(source).expanduser()
     if path.is_dir():
         path = path.resolve()

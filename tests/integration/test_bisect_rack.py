@@ -12,7 +12,6 @@ bad by identity (c3's configuration), then the options of c2 on c1's configurati
 and its option CONFIG_RTLAB_TESTDEV_HOG_MS."""
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -30,12 +29,11 @@ from rtlab.store import open_store
 from rtlab.store.bisections import store_bisection, stored_steps
 from rtlab.util import paths
 from rtlab.vlab import control
+from tests.bisect_repo import hog_suite, kernel_history
 
 pytestmark = pytest.mark.vlab
 
 PLACES = ("imx6q-01", "imx6q-02")
-# the last fragment of the preempt-rt flavour: nothing overrides what a commit adds there
-FRAGMENT = Path("kernel/configs/rt-no-cpuidle.config")
 HOG = "CONFIG_RTLAB_TESTDEV_HOG_MS"
 HARMLESS = "CONFIG_PRINTK_TIME"
 # the test device moves the bulk of an emulated board's wake-ups, whose own tail is tens of
@@ -44,44 +42,13 @@ QUANTILE = 0.99
 CLIENT = str(Path(sys.executable).parent / "labgrid-client")
 
 
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=lab",
-                           "-c", "user.email=lab@example.org", *args], check=True,
-                          capture_output=True, text=True).stdout.strip()
-
-
 @pytest.fixture(scope="module")
 def lab_repo(tmp_path_factory) -> tuple[Path, list[str]]:
     repo = tmp_path_factory.mktemp("lab")
-    shutil.copytree(paths.REPO_ROOT / "kernel", repo / "kernel",
-                    ignore=shutil.ignore_patterns("patches"))
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "add", ".")
-    git(repo, "commit", "-q", "-m", "the good point")
-    commits = [git(repo, "rev-parse", "HEAD")]
-    fragment = repo / FRAGMENT
-    for addition, message in (("CONFIG_HZ_1000=y\n", "rt: a 1000 Hz tick"),
-                              (f"{HARMLESS}=y\n{HOG}=30\n",
-                               "rt: printk times, and the test device"),
-                              ("# the last commit changes no option\n", "rt: a comment")):
-        fragment.write_text(fragment.read_text() + addition)
-        git(repo, "commit", "-q", "-a", "-m", message)
-        commits.append(git(repo, "rev-parse", "HEAD"))
-    return repo, commits
-
-
-@pytest.fixture(scope="module")
-def hog_suite(tmp_path_factory) -> Path:
-    """The suite with a 50 ms histogram (the emulated tail lies inside it) and without the
-    check for other real-time tasks: the test device is one (rtlab.bisect.testdev)."""
-    text = (paths.REPO_ROOT / "suite.yaml").read_text()
-    for old, new in (("  histogram_us: 400\n", "  histogram_us: 50000\n"),
-                     ("  other_rt_tasks: below\n", "  other_rt_tasks: null\n")):
-        assert text.count(old) == 1, old
-        text = text.replace(old, new)
-    path = tmp_path_factory.mktemp("suite") / "suite.yaml"
-    path.write_text(text)
-    return path
+    return repo, kernel_history(repo, (
+        ("CONFIG_HZ_1000=y\n", "rt: a 1000 Hz tick"),
+        (f"{HARMLESS}=y\n{HOG}=30\n", "rt: printk times, and the test device"),
+        ("# the last commit changes no option\n", "rt: a comment")), patches=False)
 
 
 def forget_health(vlab) -> None:
@@ -91,9 +58,10 @@ def forget_health(vlab) -> None:
 
 
 @pytest.fixture(scope="module")
-def bisection(vlab, lab_repo, hog_suite, tmp_path_factory):
+def bisection(vlab, lab_repo, tmp_path_factory):
     repo, commits = lab_repo
     out = tmp_path_factory.mktemp("bisect")
+    suite = hog_suite(tmp_path_factory.mktemp("suite"))
     faulted = []
 
     def before_step(index: int, kind: str, point) -> None:
@@ -107,7 +75,7 @@ def bisection(vlab, lab_repo, hog_suite, tmp_path_factory):
     forget_health(vlab)
     rack = Rack(env_file=paths.REPO_ROOT / "env" / "virtual.yaml",
                 coordinator=vlab.coordinator_address, board_tag="qemu-imx6q",
-                duration_s=3, suite=hog_suite)
+                duration_s=3, suite=suite)
     try:
         result = Bisector(Request(repo=repo, good=commits[0], bad=commits[-1], board="imx6q",
                                   flavour="rt", kernel_flavour="preempt-rt",

@@ -3,13 +3,12 @@ kconfig's dependencies), a step's decision on synthetic boots, a commit's config
 from a repository's history, the result file, its page and its rows in the store."""
 
 import json
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from rtlab.bisect import points, testdev
+from rtlab.bisect import kernels, points, testdev
 from rtlab.bisect.decide import CONTINUE, StepPolicy, confirmed_shift, decide_step
 from rtlab.bisect.page import write_report
 from rtlab.bisect.result import (
@@ -26,6 +25,8 @@ from rtlab.bisect.search import BAD, GOOD, UNDECIDABLE, CommitSearch, OptionSear
 from rtlab.store import open_store
 from rtlab.store.bisections import store_bisection, stored_steps
 from rtlab.verdict.histogram import Histogram
+
+pytest_plugins = ["tests.bisect_repo"]
 
 COMMITS = tuple(f"c{n}" for n in range(1, 9))
 
@@ -149,40 +150,6 @@ def test_a_step_without_valid_boots_is_undecidable_naming_the_errors():
     assert last.outcome == UNDECIDABLE and "no boot" in last.reason
 
 
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
-                          text=True).stdout.strip()
-
-
-@pytest.fixture
-def lab_repo(tmp_path):
-    """A lab repository whose preempt-rt flavour gains the test device in its third commit."""
-    repo = tmp_path / "lab"
-    (repo / "kernel" / "configs").mkdir(parents=True)
-    (repo / "kernel" / "boards.yaml").write_text(
-        (points.kernel_spec.BOARDS_FILE).read_text())
-    for name in ("imx6q-lean.config", "rpi3-lean.config"):
-        (repo / "kernel" / "configs" / name).write_text("CONFIG_PRINTK_TIME=y\n")
-    (repo / "kernel" / "flavours.yaml").write_text(
-        "preempt-rt:\n  description: rt\n  thresholds: rt\n  fragments: [rt.config]\n")
-    fragment = repo / "kernel" / "configs" / "rt.config"
-    fragment.write_text("CONFIG_PREEMPT_RT=y\n")
-    git(tmp_path, "init", "-q", "-b", "main", str(repo))
-    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "add", ".")
-    commits = []
-    for text, message in (("CONFIG_PREEMPT_RT=y\n", "good"),
-                          ("CONFIG_PREEMPT_RT=y\nCONFIG_HZ_1000=y\n", "tick"),
-                          ("CONFIG_PREEMPT_RT=y\nCONFIG_HZ_1000=y\nCONFIG_RTLAB_TESTDEV_HOG_MS=20\n"
-                           "CONFIG_NO_HZ_FULL=y\n", "hog"),
-                          ("CONFIG_PREEMPT_RT=y\nCONFIG_HZ_1000=y\nCONFIG_RTLAB_TESTDEV_HOG_MS=20\n"
-                           "CONFIG_NO_HZ_FULL=y\n# a comment\n", "comment")):
-        fragment.write_text(text)
-        git(repo, "add", ".")
-        git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", message)
-        commits.append(git(repo, "rev-parse", "HEAD"))
-    return repo, commits
-
-
 def test_a_commits_configuration_is_its_kernel_folders_fragments(lab_repo):
     repo, commits = lab_repo
     assert points.history(repo, commits[0], commits[3]) == tuple(commits[1:])
@@ -279,7 +246,7 @@ def test_the_bisector_finds_commit_and_option_and_keeps_its_steps_when_stopped(
                      None, 60.0, folder)
                 for place in places for point, image in (("good", good), ("step", step))]
 
-    monkeypatch.setattr(bisection, "build_image", image)
+    monkeypatch.setattr(kernels, "build_image", image)
     monkeypatch.setattr(bisection, "measure_round", measure_round)
     monkeypatch.setattr(Rack, "place_names", lambda self: ["imx6q-01", "imx6q-02"])
     rack = Rack(env_file=tmp_path / "env.yaml", coordinator="-", board_tag="qemu-imx6q",
@@ -321,7 +288,7 @@ def test_a_confirmation_the_lab_could_not_measure_is_an_error_not_a_verdict(
         return [Boot("good", place, None, "error: PDU: HTTP 503 on outlet 1", 20.0, folder)
                 for place in places]
 
-    monkeypatch.setattr(bisection, "build_image", lambda *a, **k: type(
+    monkeypatch.setattr(kernels, "build_image", lambda *a, **k: type(
         "Built", (), {"sd_image": tmp_path / "img"}))
     monkeypatch.setattr(bisection, "measure_round", failing_round)
     monkeypatch.setattr(Rack, "place_names", lambda self: ["imx6q-01"])

@@ -453,7 +453,7 @@ def test_a_campaigns_report_is_this_pipelines_execution(jobs):
     assert [rule.get("when") for rule in report["rules"]] == ["always"]
 
 
-def test_a_bisection_runs_when_a_person_or_a_schedule_names_a_good_commit(jobs):
+def test_a_bisection_runs_when_a_person_or_a_schedule_names_a_good_commit(pipeline, jobs):
     from rtlab.cli import parser
 
     bisect, publish = jobs["bisect"], jobs["bisect-publish"]
@@ -468,9 +468,16 @@ def test_a_bisection_runs_when_a_person_or_a_schedule_names_a_good_commit(jobs):
     # the real parser takes the job's arguments (a flavour and a number of places as the
     # variables hold them)
     values = {"$RTLAB_BISECT_FLAVOUR": "rt", "$RTLAB_BOARDS": "all",
-              "$RTLAB_RESERVE_TIMEOUT": "3600"}
+              "$RTLAB_RESERVE_TIMEOUT": "3600", "$RTLAB_BISECT_KERNEL": "build"}
     args = parser().parse_args([values.get(word, word) for word in run[1:]])
     assert run[run.index("--flavour") + 1] == "$RTLAB_BISECT_FLAVOUR"
+    # a lab bisects kernels built from each commit, with the kernel jobs' ccache
+    assert run[run.index("--kernel-source") + 1] == "$RTLAB_BISECT_KERNEL"
+    assert pipeline["variables"]["RTLAB_BISECT_KERNEL"]["value"] == "build"
+    assert bisect["cache"]["key"] == "kernel-$RTLAB_BISECT_BOARD-$RTLAB_BISECT_FLAVOUR"
+    assert set(bisect["cache"]["paths"]) == {
+        path for cache in jobs["kernel"]["cache"] for path in cache["paths"]
+        if "kernel" in path}
     assert (args.good, args.bad, args.board, args.case) == (
         "$RTLAB_BISECT_GOOD", "${RTLAB_BISECT_BAD:-$CI_COMMIT_SHA}", "$RTLAB_BISECT_BOARD",
         "$RTLAB_BISECT_CASE")
