@@ -281,8 +281,8 @@ class Bisector:
                     f"source could not be decided (it also changes the source pin, patches "
                     f"or board files)"), culprit=culprit, candidates=changed)
         if len(changed) <= 1:
-            option = (Option(changed[0], before.get(changed[0], points.NOT_SET),
-                             after.get(changed[0], points.NOT_SET)) if changed else None)
+            option = (Option(changed[0], before.get(changed[0], points.DEFAULT),
+                             after.get(changed[0], points.DEFAULT)) if changed else None)
             return self._result(FOUND, commit_reason, culprit=culprit, option=option)
         self.progress(f"{culprit.commit[:12]} changes {len(changed)} options: "
                       f"{', '.join(changed)}")
@@ -296,8 +296,8 @@ class Bisector:
         if found.culprit is None:
             return self._result(UNDECIDED, f"{commit_reason}; its options: {found.reason}",
                                 culprit=culprit, candidates=found.candidates)
-        option = Option(found.culprit, before.get(found.culprit, points.NOT_SET),
-                        after.get(found.culprit, points.NOT_SET))
+        option = Option(found.culprit, before.get(found.culprit, points.DEFAULT),
+                        after.get(found.culprit, points.DEFAULT))
         return self._result(FOUND, f"{commit_reason}; {found.reason}", culprit=culprit,
                             option=option)
 

@@ -27,7 +27,14 @@ from rtlab.bisect.search import Resolve, as_applied
 from rtlab.image.build import build_image
 from rtlab.kernel import spec as kernel_spec
 from rtlab.kernel.build import build_kernel
-from rtlab.kernel.config import Request, holds, read_config, resolve_config, show
+from rtlab.kernel.config import (
+    Request,
+    comment_out,
+    holds,
+    read_config,
+    resolve_config,
+    show,
+)
 from rtlab.kernel.source import prepare_source
 from rtlab.util import paths
 
@@ -56,10 +63,17 @@ class Kernels(Protocol):
 
 
 def options_fragment(config: Mapping[str, str], options: frozenset[str]) -> str:
-    """A fragment that sets ``options`` (test devices left out) to their value in
-    ``config``."""
-    return "".join(f"{show(name, config.get(name, points.NOT_SET))}\n"
-                   for name in sorted(options) if not testdev.is_device(name))
+    """A fragment that requests ``options`` as ``config`` does (test devices, and options
+    ``config`` does not request, left out)."""
+    return "".join(f"{show(name, config[name])}\n" for name in sorted(options)
+                   if name in config and not testdev.is_device(name))
+
+
+def unrequested(config: Mapping[str, str], options: frozenset[str]) -> frozenset[str]:
+    """The kernel options of ``options`` that ``config`` does not request: a step applies
+    them by taking their request out of the parent's fragments."""
+    return frozenset(name for name in options
+                     if name not in config and not testdev.is_device(name))
 
 
 @attr.define
@@ -127,6 +141,22 @@ class BuiltKernels:
     def _base(self, point: points.Point) -> str:
         return points.parent(self.repo, point.commit) if point.options else point.commit
 
+    def step_tree(self, commit: str, removed: frozenset[str]) -> Path:
+        """``commit``'s kernel/ folder, the requests of ``removed`` taken out of its
+        fragments (a copy of its own)."""
+        tree = self.tree(commit)
+        if not removed:
+            return tree
+        digest = hashlib.sha256(",".join(sorted(removed)).encode()).hexdigest()[:12]
+        dest = self.out / "trees" / f"{commit[:12]}-{digest}"
+        kernel = dest / "kernel"
+        if not (kernel / "boards.yaml").is_file():
+            shutil.rmtree(dest, ignore_errors=True)
+            shutil.copytree(tree, kernel)
+            comment_out(sorted((kernel / "configs").glob("*.config")), removed.__contains__,
+                        "not requested by this step")
+        return kernel
+
     def kernel_key(self, point: points.Point) -> str:
         """What identifies the point's compiled kernel: its key without the test devices
         (they are on the command line: points that differ only there share a kernel)."""
@@ -150,8 +180,10 @@ class BuiltKernels:
             fragment.write_text(options_fragment(point.config, point.options))
             extra.append(fragment)
         self.progress(f"  {point.name}: building kernel {key}")
-        self.build(self.board, self.kernel_flavour, folder, kernel_dir=self.tree(
-            self._base(point)), extra_fragments=extra, jobs=self.jobs, progress=self.progress)
+        kernel_dir = self.step_tree(self._base(point),
+                                    unrequested(point.config, point.options))
+        self.build(self.board, self.kernel_flavour, folder, kernel_dir=kernel_dir,
+                   extra_fragments=extra, jobs=self.jobs, progress=self.progress)
         if not (built / KERNEL_INFO).is_file():
             raise RuntimeError(f"the kernel build of {point.name} left no {built / KERNEL_INFO}")
         self.built.append(key)
@@ -182,8 +214,8 @@ class BuiltKernels:
     def resolver(self, parent: str, before: Mapping[str, str], after: Mapping[str, str],
                  options: tuple[str, ...]) -> Resolve:
         """kconfig's answer: the options of ``options`` that hold their value of ``after``
-        once a set of them is applied to ``parent``'s fragments (test devices always hold:
-        they are not kernel options)."""
+        once a set of them is applied to ``parent``'s fragments (test devices, and options
+        ``after`` does not request, hold where applied: kconfig has no say in them)."""
         answers: dict[frozenset[str], frozenset[str]] = {}
         folder = self.out / "kconfig"
 
@@ -192,12 +224,13 @@ class BuiltKernels:
                 fragment = folder / f"{len(answers) + 1}.config"
                 folder.mkdir(parents=True, exist_ok=True)
                 fragment.write_text(options_fragment(after, applied))
-                values = read_config(self._kconfig(self.tree(parent), [fragment],
-                                                   folder / "build"))
+                values = read_config(self._kconfig(
+                    self.step_tree(parent, unrequested(after, applied)), [fragment],
+                    folder / "build"))
                 answers[applied] = frozenset(
                     name for name in options
-                    if (name in applied if testdev.is_device(name) else holds(
-                        Request(name, after.get(name, points.NOT_SET), fragment, 0), values)))
+                    if (name in applied if testdev.is_device(name) or name not in after
+                        else holds(Request(name, after[name], fragment, 0), values)))
             return answers[applied]
 
         return resolve

@@ -23,7 +23,9 @@ import attr
 from rtlab.kernel import spec as kernel_spec
 from rtlab.kernel.config import merge_requests
 
-NOT_SET = "n"
+DEFAULT = "default"
+"""An option's value where no fragment names it (the defconfig's, or kconfig's default):
+not the same as ``n``, which a fragment asks for with ``# CONFIG_X is not set``."""
 
 
 class HistoryError(ValueError):
@@ -100,26 +102,28 @@ def extract_kernel(repo: Path, commit: str, dest: Path) -> Path:
 
 
 def changed_options(good: Mapping[str, str], bad: Mapping[str, str]) -> tuple[str, ...]:
-    """The options whose value differs, in name order (an option one side does not name
-    is ``n`` there)."""
+    """The options whose request differs, in name order (one side may not name it)."""
     return tuple(sorted(name for name in set(good) | set(bad)
-                        if good.get(name, NOT_SET) != bad.get(name, NOT_SET)))
+                        if good.get(name, DEFAULT) != bad.get(name, DEFAULT)))
 
 
 def applied(good: Mapping[str, str], bad: Mapping[str, str],
             options: frozenset[str]) -> dict[str, str]:
-    """``good`` with ``options`` at their value in ``bad``."""
+    """``good`` with ``options`` requested as ``bad`` requests them (not at all, where
+    ``bad`` does not name one)."""
     result = dict(good)
     for name in options:
-        result[name] = bad.get(name, NOT_SET)
+        if name in bad:
+            result[name] = bad[name]
+        else:
+            result.pop(name, None)
     return result
 
 
 def config_key(config: Mapping[str, str]) -> str:
-    """The configuration's digest: the options that are set, by name (an option at ``n``
-    and one not named are the same configuration)."""
-    text = "".join(f"{name}={value}\n" for name, value in sorted(config.items())
-                   if value != NOT_SET)
+    """The configuration's digest: every option requested, with its value (``n`` too: a
+    fragment's ``# CONFIG_X is not set`` turns off what the defconfig turns on)."""
+    text = "".join(f"{name}={value}\n" for name, value in sorted(config.items()))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

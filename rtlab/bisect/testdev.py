@@ -21,16 +21,16 @@ threads', which a board's window check reports as another real-time task
 that check out, as the bisection test's does.
 """
 
-import re
 from collections.abc import Mapping
 from pathlib import Path
+
+from rtlab.kernel.config import comment_out
 
 PREFIX = "CONFIG_RTLAB_TESTDEV_"
 HOG_MS = "CONFIG_RTLAB_TESTDEV_HOG_MS"
 HOG_PARAM = "rtlab.testdev_hog"
 HOG_MAX_MS = 50
 OPTIONS = (HOG_MS,)
-_LINE = re.compile(rf"^\s*(#\s*)?{PREFIX}\w+[\s=]")
 
 
 def is_device(option: str) -> bool:
@@ -55,18 +55,8 @@ def cmdline(config: Mapping[str, str], where: str) -> str:
 
 
 def strip_fragments(configs_dir: Path) -> list[str]:
-    """Every test-device line of the fragments in ``configs_dir`` turned into a comment
+    """Every test-device request of the fragments in ``configs_dir`` turned into a comment
     (kconfig would drop them, and configure refuse the fragment), line numbers kept;
-    returns ``file:line: text`` of each."""
-    stripped = []
-    for fragment in sorted(configs_dir.glob("*.config")):
-        lines = fragment.read_text().splitlines(keepends=True)
-        changed = False
-        for number, line in enumerate(lines, 1):
-            if _LINE.match(line):
-                stripped.append(f"{fragment.name}:{number}: {line.strip()}")
-                lines[number - 1] = f"# test device, on the command line: {line.strip()}\n"
-                changed = True
-        if changed:
-            fragment.write_text("".join(lines))
-    return stripped
+    returns ``file:line: request`` of each."""
+    return comment_out(sorted(configs_dir.glob("*.config")), is_device,
+                       "test device, on the command line")

@@ -271,3 +271,24 @@ def resolve_config(tree: SourceTree, build_dir: Path, board: KernelBoard,
          "merge_config.sh")
     _run([*make, "olddefconfig"], build_dir, "make olddefconfig")
     return (build_dir / ".config").read_text()
+
+
+def comment_out(fragments: Iterable[Path], chosen: Callable[[str], bool], note: str
+                ) -> list[str]:
+    """Every request of ``fragments`` whose option ``chosen`` picks turned into the comment
+    ``# <note>: <line>``, line numbers kept (errors still name the right line); returns
+    ``<file>:<line>: <request>`` of each."""
+    done = []
+    for fragment in fragments:
+        lines = fragment.read_text().splitlines(keepends=True)
+        changed = False
+        for number, raw in enumerate(lines, 1):
+            line = raw.strip()
+            match = _SET.match(line) or _UNSET.match(line)
+            if match and chosen(match.group(1)):
+                done.append(f"{fragment.name}:{number}: {line}")
+                lines[number - 1] = f"# {note}: {line}\n"
+                changed = True
+        if changed:
+            fragment.write_text("".join(lines))
+    return done

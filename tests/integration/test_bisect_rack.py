@@ -95,7 +95,7 @@ def test_the_bisection_names_the_commit_and_the_option(bisection):
     assert result.culprit.commit == commits[2]
     assert result.culprit.subject == "rt: printk times, and the test device"
     assert f"+{HOG}=30" in result.culprit.diff
-    assert (result.option.name, result.option.good, result.option.bad) == (HOG, "n", "30")
+    assert (result.option.name, result.option.good, result.option.bad) == (HOG, "default", "30")
 
 
 def test_every_step_was_decided_as_expected_and_the_fault_not_guessed(bisection):
@@ -123,7 +123,7 @@ def test_the_report_page_and_the_store_hold_the_steps(bisection, tmp_path):
     result, commits, out, _ = bisection
     written = write_report(result, out / "report")
     page = written.html.read_text()
-    assert commits[2][:12] in page and f"{HOG} (n → 30)" in page
+    assert commits[2][:12] in page and f"{HOG} (default → 30)" in page
     assert page.count("<tr>") == len(result.steps) + 1
     assert "every place failed" in page
     store = open_store(f"sqlite:///{tmp_path / 'results.db'}")

@@ -70,7 +70,7 @@ def test_the_built_bisection_names_the_commit_and_the_option(bisection):
     assert result.status == FOUND, result.reason
     assert result.source == "build"
     assert result.culprit.commit == commits[2]
-    assert (result.option.name, result.option.good, result.option.bad) == (HOG, "n", "30")
+    assert (result.option.name, result.option.good, result.option.bad) == (HOG, "default", "30")
     shown = [(s.kind, s.commit, s.options, s.outcome, s.decided_by) for s in result.steps]
     assert shown == [
         (CONFIRM, commits[3], (), BAD, MEASURED),
@@ -105,7 +105,7 @@ def test_each_kernel_was_built_once_from_its_commit_and_booted(bisection):
                            and "rtlab.testdev_hog=30" in r["system"]["cmdline"]
                            for r in confirm)
     page = write_report(result, out / "report").html.read_text()
-    assert f"{HOG} (n → 30)" in page
+    assert f"{HOG} (default → 30)" in page
 
 
 def test_kconfig_applies_an_option_only_with_its_dependency(lab_repo, tmp_path):

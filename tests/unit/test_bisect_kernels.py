@@ -273,3 +273,38 @@ def test_a_commit_that_moves_the_source_too_has_its_options_tried_on_the_parents
         assert result.option.name == "CONFIG_KASAN"
     # the option steps were built on the parent's tree
     assert {call["tree"] for call in build.calls[2:]} == {commits[3][:12]}
+
+
+def test_turning_off_what_the_defconfig_turns_on_is_a_change_and_a_dropped_request_too(
+        lab_repo, tmp_path):
+    """``# CONFIG_X is not set`` is not the same configuration as a fragment that does not
+    name X (the defconfig may turn it on); and an option step of a commit that stops
+    requesting an option builds its parent's fragments without that request."""
+    repo, commits = lab_repo
+    fragment = repo / "kernel" / "configs" / "rt.config"
+    fragment.write_text(fragment.read_text() + "# CONFIG_PRINTK is not set\n")
+    off = commit_all(repo, "printk off")
+    fragment.write_text(fragment.read_text().replace(f"{HZ_1000}=y\n", "")
+                        + "CONFIG_KASAN=y\n")
+    dropped = commit_all(repo, "no 1000 Hz request, kasan")
+    config = {c: points.configuration(repo, c, "imx6q", "preempt-rt")
+              for c in (commits[3], off, dropped)}
+    assert points.changed_options(config[commits[3]], config[off]) == ("CONFIG_PRINTK",)
+    assert points.config_key(config[commits[3]]) != points.config_key(config[off])
+    assert points.changed_options(config[off], config[dropped]) == (HZ_1000, "CONFIG_KASAN")
+
+    build = StandInBuild()
+    source = built(repo, tmp_path, build)
+    applied = frozenset({HZ_1000})
+    step = points.Point(dropped, points.applied(config[off], config[dropped], applied),
+                        options=applied, source=source.identity(off))
+    assert HZ_1000 not in step.config
+    source.kernel(step)
+    [call] = build.calls
+    assert HZ_1000 not in call["requests"] and call["extra"] == []
+    assert f"# not requested by this step: {HZ_1000}=y" in call["fragment"]
+    assert (source.tree(off) / "configs" / "rt.config").read_text().count(f"{HZ_1000}=y\n") == 1
+    # kconfig has no say in a request taken out: applied, it holds
+    resolve = source.resolver(off, config[off], config[dropped], ("CONFIG_KASAN", HZ_1000))
+    assert resolve(applied) == applied
+    assert resolve(frozenset({"CONFIG_KASAN"})) == frozenset({"CONFIG_KASAN"})
