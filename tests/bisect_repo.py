@@ -37,12 +37,12 @@ def kernel_history(repo: Path, additions: Sequence[tuple[str, str]], *,
     return commits
 
 
-def hog_suite(folder: Path) -> Path:
-    """suite.yaml with a 50 ms histogram (an emulated board's tail lies inside it) and
-    without the check for other real-time tasks: the test device is one
+def hog_suite(folder: Path, histogram_us: int = 50_000) -> Path:
+    """suite.yaml with a histogram of ``histogram_us`` (an emulated board's tail lies
+    inside 50 ms) and without the check for other real-time tasks: the test device is one
     (rtlab.bisect.testdev)."""
     text = (paths.REPO_ROOT / "suite.yaml").read_text()
-    for old, new in (("  histogram_us: 400\n", "  histogram_us: 50000\n"),
+    for old, new in (("  histogram_us: 400\n", f"  histogram_us: {histogram_us}\n"),
                      ("  other_rt_tasks: below\n", "  other_rt_tasks: null\n")):
         if text.count(old) != 1:
             raise ValueError(f"suite.yaml does not hold {old.strip()!r} once")
