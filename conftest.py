@@ -5,3 +5,9 @@ loads."""
 pytest_plugins = [
     "rtlab.pytestplugin.hooks", "rtlab.pytestplugin.junit", "rtlab.pytestplugin.queue",
 ]
+
+# helpers that test modules both import and load as a plugin (their fixtures): rewritten
+# before the first import, so pytest does not warn that it could not
+import pytest  # noqa: E402
+
+pytest.register_assert_rewrite("tests.bisect_repo")

@@ -84,3 +84,32 @@ def lab_repo(tmp_path):
         git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", message)
         commits.append(git(repo, "rev-parse", "HEAD"))
     return repo, commits
+
+
+def synthetic_boot(rng, scale: float, n: int = 40_000):
+    """A boot's histogram: gamma wake-ups, ``scale`` times later, with a little
+    boot-to-boot spread."""
+    import numpy as np
+
+    from rtlab.verdict.histogram import Histogram
+
+    values = rng.gamma(2.0, 20.0 * scale * rng.lognormal(0, 0.05), n).astype(int)
+    return Histogram(np.bincount(np.minimum(values, 3999), minlength=4000))
+
+
+def stand_in_rack(monkeypatch, tmp_path: Path, late, rng):
+    """A rack of two places for rtlab.bisect.bisection.Bisector: every round boots the good
+    and the step's image on each, a boot of an image that ``late(image)`` picks twice as
+    late; returns the Rack."""
+    from rtlab.bisect import bisection
+    from rtlab.bisect.step import Boot, Rack
+
+    def measure_round(rack, places, round_number, *, good, step, case, folder, progress):
+        return [Boot(which, place, synthetic_boot(rng, 2.0 if late(image) else 1.0), None,
+                     60.0, folder)
+                for place in places for which, image in (("good", good), ("step", step))]
+
+    monkeypatch.setattr(bisection, "measure_round", measure_round)
+    monkeypatch.setattr(Rack, "place_names", lambda self: ["imx6q-01", "imx6q-02"])
+    return Rack(env_file=tmp_path / "env.yaml", coordinator="-", board_tag="qemu-imx6q",
+                duration_s=60)

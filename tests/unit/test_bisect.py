@@ -24,7 +24,7 @@ from rtlab.bisect.result import (
 from rtlab.bisect.search import BAD, GOOD, UNDECIDABLE, CommitSearch, OptionSearch, SearchError
 from rtlab.store import open_store
 from rtlab.store.bisections import store_bisection, stored_steps
-from rtlab.verdict.histogram import Histogram
+from tests.bisect_repo import stand_in_rack, synthetic_boot
 
 pytest_plugins = ["tests.bisect_repo"]
 
@@ -115,9 +115,7 @@ def test_both_halves_undecidable_stop_with_the_suspects():
     assert found.culprit is None and set(found.candidates) == {"A", "B"}
 
 
-def boot(rng, scale: float, n: int = 40_000) -> Histogram:
-    values = rng.gamma(2.0, 20.0 * scale * rng.lognormal(0, 0.05), n).astype(int)
-    return Histogram(np.bincount(np.minimum(values, 3999), minlength=4000))
+boot = synthetic_boot
 
 
 def test_a_step_is_bad_good_or_undecidable_by_the_boots():
@@ -233,7 +231,6 @@ def test_the_bisector_finds_commit_and_option_and_keeps_its_steps_when_stopped(
     line carries the test device is twice as late (rtlab.bisect.step is what the rack
     test drives for real)."""
     from rtlab.bisect import bisection
-    from rtlab.bisect.step import Boot, Rack
 
     repo, commits = lab_repo
     rng = np.random.default_rng(3)
@@ -241,16 +238,8 @@ def test_the_bisector_finds_commit_and_option_and_keeps_its_steps_when_stopped(
     def image(board, flavour, debs, out_dir, progress, extra_cmdline):
         return type("Built", (), {"sd_image": Path(out_dir) / (extra_cmdline or "plain")})
 
-    def measure_round(rack, places, round_number, *, good, step, case, folder, progress):
-        return [Boot(point, place, boot(rng, 2.0 if "testdev" in image.name else 1.0),
-                     None, 60.0, folder)
-                for place in places for point, image in (("good", good), ("step", step))]
-
     monkeypatch.setattr(kernels, "build_image", image)
-    monkeypatch.setattr(bisection, "measure_round", measure_round)
-    monkeypatch.setattr(Rack, "place_names", lambda self: ["imx6q-01", "imx6q-02"])
-    rack = Rack(env_file=tmp_path / "env.yaml", coordinator="-", board_tag="qemu-imx6q",
-                duration_s=60)
+    rack = stand_in_rack(monkeypatch, tmp_path, lambda sd: "testdev" in sd.name, rng)
     request = bisection.Request(repo=repo, good=commits[0], bad=commits[3], board="imx6q",
                                 flavour="rt", kernel_flavour="preempt-rt", case="idle/1000us")
     result = bisection.Bisector(request, rack, StepPolicy(rounds=4), tmp_path / "a",

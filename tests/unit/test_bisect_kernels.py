@@ -16,10 +16,9 @@ from rtlab.bisect import bisection, kernels, points
 from rtlab.bisect.decide import StepPolicy
 from rtlab.bisect.result import FOUND, IDENTITY, MEASURED
 from rtlab.bisect.search import OptionSearch
-from rtlab.bisect.step import Boot, Rack
 from rtlab.kernel import spec as kernel_spec
 from rtlab.kernel.config import merge_requests
-from rtlab.verdict.histogram import Histogram
+from tests.bisect_repo import stand_in_rack
 
 pytest_plugins = ["tests.bisect_repo"]
 
@@ -171,11 +170,6 @@ def test_kconfig_decides_which_options_an_option_step_applies(lab_repo, tmp_path
     assert all(HZ_1000 in step for step in steps if NO_HZ_FULL in step)
 
 
-def boot(rng, scale: float, n: int = 40_000) -> Histogram:
-    values = rng.gamma(2.0, 20.0 * scale * rng.lognormal(0, 0.05), n).astype(int)
-    return Histogram(np.bincount(np.minimum(values, 3999), minlength=4000))
-
-
 def test_a_bisection_of_built_kernels_names_commit_and_option(lab_repo, tmp_path,
                                                                 monkeypatch):
     """A stand-in rack whose boots are twice as late with NO_HZ_FULL in the kernel: the
@@ -191,15 +185,8 @@ def test_a_bisection_of_built_kernels_names_commit_and_option(lab_repo, tmp_path
             (kernel_dir / "kernel.json").read_text())["built"] - 1]["requests"]
         return type("Built", (), {"sd_image": sd})
 
-    def measure_round(rack, places, round_number, *, good, step, case, folder, progress):
-        return [Boot(which, place, boot(rng, 2.0 if images[sd] else 1.0), None, 60.0, folder)
-                for place in places for which, sd in (("good", good), ("step", step))]
-
     monkeypatch.setattr(kernels, "build_image", image)
-    monkeypatch.setattr(bisection, "measure_round", measure_round)
-    monkeypatch.setattr(Rack, "place_names", lambda self: ["imx6q-01", "imx6q-02"])
-    rack = Rack(env_file=tmp_path / "env.yaml", coordinator="-", board_tag="qemu-imx6q",
-                duration_s=60)
+    rack = stand_in_rack(monkeypatch, tmp_path, images.__getitem__, rng)
     request = bisection.Request(repo=repo, good=commits[0], bad=commits[3], board="imx6q",
                                 flavour="rt", kernel_flavour="preempt-rt",
                                 case="idle/1000us", source="build")
@@ -244,15 +231,8 @@ def test_a_commit_that_moves_the_source_too_has_its_options_tried_on_the_parents
                     else call["requests"].get("CONFIG_KASAN") == "y")
         return type("Built", (), {"sd_image": sd})
 
-    def measure_round(rack, places, round_number, *, good, step, case, folder, progress):
-        return [Boot(which, place, boot(rng, 2.0 if late[sd] else 1.0), None, 60.0, folder)
-                for place in places for which, sd in (("good", good), ("step", step))]
-
     monkeypatch.setattr(kernels, "build_image", image)
-    monkeypatch.setattr(bisection, "measure_round", measure_round)
-    monkeypatch.setattr(Rack, "place_names", lambda self: ["imx6q-01", "imx6q-02"])
-    rack = Rack(env_file=tmp_path / "env.yaml", coordinator="-", board_tag="qemu-imx6q",
-                duration_s=60)
+    rack = stand_in_rack(monkeypatch, tmp_path, late.__getitem__, rng)
     request = bisection.Request(repo=repo, good=commits[3], bad=culprit, board="imx6q",
                                 flavour="rt", kernel_flavour="preempt-rt",
                                 case="idle/1000us", source="build")
