@@ -75,7 +75,8 @@ def _render(args: argparse.Namespace) -> int:
                      suite=load_suite(Path(args.suite) if args.suite else None),
                      scenarios=_names(args.scenarios), intervals=_intervals(args.intervals),
                      duration_s=args.duration, cmdline=files.cmdline,
-                     image=image_facts(files.manifest), rt_tests=_rt_tests(args.rt_tests))
+                     image=image_facts(files.manifest), rt_tests=_rt_tests(args.rt_tests),
+                     pipeline_jobs=args.pipeline_jobs)
     text = render_job(plan, source, job_name=args.job_name, priority=args.priority,
                       tags=_names(args.tags) or (), job_timeout_s=args.job_timeout,
                       queue_timeout_s=args.queue_timeout)
@@ -262,6 +263,10 @@ def register(sub: "Actions") -> None:
     render.add_argument("--rt-tests", help="comma-separated other rt-tests, or 'none' "
                                            "(default: the suite's)")
     render.add_argument("--duration", type=int, default=10, help="seconds per measurement")
+    render.add_argument("--pipeline-jobs", type=int, default=1, metavar="N",
+                        help="the pipeline's jobs that judge as many cases as this one: "
+                             "with the job's latency cases they share the pipeline's "
+                             "false-fail rate, as `rtlab run --pipeline-jobs` (default 1)")
     render.add_argument("--suite", help="suite file (default: the repository's suite.yaml)")
     render.add_argument("--job-name", help="the LAVA job's name")
     render.add_argument("--priority", default="medium", help="high, medium, low or 0-100")

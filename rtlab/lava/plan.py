@@ -25,6 +25,7 @@ from rtlab.measure.rttests.board import RT_JSON_ON_BOARD, BoardRun, board_run, r
 from rtlab.measure.suite import Suite
 from rtlab.measure.sysinfo import cpu_list
 from rtlab.platform.boards import BOARD_MODELS, BoardModel
+from rtlab.verdict.case import pipeline_case_count
 
 SCHEMA = "rtlab.lava-plan/1"
 # the job's metadata key that holds the plan (as JSON text: LAVA keeps metadata values
@@ -146,6 +147,16 @@ class Plan:
     sysinfo_commands: tuple[str, ...]
     priority: int = 90
     """suite.yaml's priority (the rt-tests' runs are rebuilt with it)."""
+    pipeline_jobs: int = 1
+    """The pipeline's jobs that judge as many latency cases as this one."""
+
+    @property
+    def pipeline_cases(self) -> int:
+        """The pipeline's gated latency cases, counted as a labgrid run counts them (every
+        scenario × interval of the job, skipped or not, times the pipeline's jobs): each
+        case's confidence (rtlab.verdict.case.CasePlan.cases)."""
+        return pipeline_case_count(sum(1 for case in self.cases if case.tool is None),
+                                   self.pipeline_jobs)
 
     @property
     def housekeeping(self) -> tuple[int, ...]:
@@ -183,7 +194,9 @@ class Plan:
                        duration_s=doc["duration_s"], cpus=doc["cpus"],
                        isolated=tuple(doc["isolated"]), image=doc["image"], cases=cases,
                        sysinfo_commands=tuple(doc["sysinfo_commands"]),
-                       priority=doc["priority"])
+                       priority=doc["priority"],
+                       # a plan rendered before the field: one job, as it was rendered
+                       pipeline_jobs=doc.get("pipeline_jobs", 1))
         except (KeyError, TypeError) as error:
             raise PlanError(f"{source}: the rtlab plan lacks {error}") from None
 
@@ -199,11 +212,14 @@ def image_facts(manifest: Mapping[str, Any]) -> dict[str, Any]:
 
 def make_plan(*, board: str, flavour: str, suite: Suite, scenarios: Sequence[str] | None,
               intervals: Sequence[int] | None, duration_s: int, cmdline: str,
-              image: Mapping[str, Any], rt_tests: Sequence[str] | None = None) -> Plan:
+              image: Mapping[str, Any], rt_tests: Sequence[str] | None = None,
+              pipeline_jobs: int = 1) -> Plan:
     """The job's cases: the suite's scenarios × intervals (all, or the ones named), each
     with its cyclictest command and the CPUs it measures on, then the suite's other
     rt-tests (all, the ones named, or none for an empty list)."""
     model = board_model(board)
+    if not isinstance(pipeline_jobs, int) or pipeline_jobs < 1:
+        raise PlanError(f"--pipeline-jobs must be a whole number >= 1, got {pipeline_jobs!r}")
     if not isinstance(duration_s, int) or duration_s < 1:
         raise PlanError(f"duration must be a whole number of seconds >= 1, got {duration_s!r}")
     names = list(suite.scenarios) if scenarios is None else list(scenarios)
@@ -269,7 +285,8 @@ def make_plan(*, board: str, flavour: str, suite: Suite, scenarios: Sequence[str
                                  wait_s=rt_tool_wait_s(tool, duration_s)))
     return Plan(board=board, flavour=flavour, duration_s=duration_s, cpus=model.cpus,
                 isolated=isolated, image=dict(image), cases=tuple(cases),
-                sysinfo_commands=sysinfo_commands(), priority=suite.priority)
+                sysinfo_commands=sysinfo_commands(), priority=suite.priority,
+                pipeline_jobs=pipeline_jobs)
 
 
 def plan_of_job(text: str, source: str) -> Plan:

@@ -36,7 +36,7 @@ from rtlab.measure.window import (
     started_loads,
 )
 from rtlab.verdict.baseline import Baseline, no_baseline
-from rtlab.verdict.case import CasePlan, plan_case
+from rtlab.verdict.case import PASS, CasePlan, plan_case
 from rtlab.verdict.judge import judge_rt_tool, rt_tool_limits
 from rtlab.verdict.thresholds import Threshold, Thresholds
 
@@ -166,7 +166,8 @@ class _Case:
         it: a LAVA job runs each case as one fixed window."""
         plan, case = self.plan, self.case
         judge = plan_case(thresholds, board=plan.board, flavour=plan.flavour,
-                          scenario=case.scenario, interval_us=case.interval_us)
+                          scenario=case.scenario, interval_us=case.interval_us,
+                          cases=plan.pipeline_cases)
         self.facts.update(judge.facts())
         self.facts["command"] = list(case.program)
         load_cpus = list(case.load_cpus) if case.load_cpus is not None else None
@@ -188,6 +189,15 @@ class _Case:
         measured.add(result)
         self.facts.update(measured.record_facts())
         outcome = measured.outcome()
+        if case.conditions is not None and window.conditions is None and outcome.verdict == PASS:
+            # as on labgrid: a run that passes must have been what it claims
+            self.facts.setdefault("conditions", {})["not_checked"] = (
+                "the program ended before its measuring threads could be checked")
+            raise CaseError("the run's conditions were never checked (cyclictest ended "
+                            "before either check of its measuring threads): not a pass; "
+                            f"measure the case again (the judge saw: {outcome.message})")
+        # the judge's verdict on the window, kept whatever comes next (rtlab.verdict.outcome)
+        self.facts["judged"] = {"verdict": outcome.verdict, "message": outcome.message}
         return outcome.verdict, outcome.message
 
     def judge_rt_test(self, thresholds: Thresholds) -> tuple[str, str]:

@@ -309,6 +309,30 @@ def combine(results: Sequence[CyclictestResult]) -> CyclictestResult:
                        cpus=tuple(cpus), no_wakeup=tuple(silent))
 
 
+def side_by_side(results: Sequence[CyclictestResult]) -> CyclictestResult:
+    """Runs of several boards measured at once as one run whose threads are every board's
+    own, in board order (board b's thread t is thread ``t + threads of the boards before``),
+    CPU numbers kept: a limit or the tail is judged per board and CPU exactly as on one
+    board, never on a mixture of boots. Boards may differ in their thread counts."""
+    if not results:
+        raise ValueError("no boards' runs to put side by side")
+    cpus: list[CpuResult] = []
+    silent: list[NoWakeup] = []
+    offset = 0
+    for result in results:
+        cpus += [attr.evolve(cpu, thread=cpu.thread + offset) for cpu in result.cpus]
+        silent += [attr.evolve(s, thread=s.thread + offset) for s in result.no_wakeup]
+        offset += max([c.thread + 1 for c in result.cpus]
+                      + [s.thread + 1 for s in result.no_wakeup] + [result.num_threads])
+    ranges = {result.histogram_range_us for result in results}
+    first = results[0]
+    return attr.evolve(first, source=" and ".join(r.source for r in results),
+                       start_time=min(r.start_time for r in results),
+                       end_time=max(r.end_time for r in results), num_threads=offset,
+                       histogram_range_us=ranges.pop() if len(ranges) == 1 else None,
+                       cpus=tuple(cpus), no_wakeup=tuple(silent))
+
+
 def parse_json(text: str, source: str, *, expected_threads: int | None = None) -> CyclictestResult:
     """Parse a ``--json`` file of rt-tests 2.4; ``expected_threads`` is the thread count the
     run asked for (the board's CPU count for ``-S``)."""

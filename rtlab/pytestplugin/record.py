@@ -32,12 +32,29 @@ class CaseRecord:
 
     def observe(self, report: pytest.TestReport) -> None:
         """Derive the verdict: a failing setup or teardown (flash, boot, load, parsing)
-        is an error; only a failing test body (a threshold assertion) is a fail."""
+        is an error; only a failing test body (a threshold assertion) is a fail. A breach
+        the judge found survives any later error (the trace not brought back, a teardown
+        that lost the console): the record keeps ``fail`` and the error beside it
+        (rtlab.verdict.outcome, the board-outcome table)."""
         if report.skipped and self.verdict == "pass":
             self.verdict = "skipped"
             self.message = _first_line(report)
-        elif report.failed and self.verdict != "error":
-            # the first error wins; a teardown error after a fail still makes it an error
+            return
+        if not report.failed:
+            return
+        breached = (self.verdict == "fail"
+                    or (self.facts.get("judged") or {}).get("verdict") == "fail")
+        if self.verdict == "skipped" and report.when == "teardown":
+            # a case nobody should measure stays skipped: the lab's error after it (the
+            # session's cleanup) is kept beside it, and the run's exit says it
+            self.facts.setdefault("error", _first_line(report))
+        elif breached and report.when != "call":
+            self.facts.setdefault("error", _first_line(report))
+            if self.verdict != "fail":
+                self.verdict = "fail"
+                self.message = self.facts["judged"]["message"]
+        elif self.verdict != "error":
+            # the first error wins
             self.verdict = "fail" if report.when == "call" else "error"
             self.message = (self.judged if report.when == "call" and self.judged
                             else _first_line(report))

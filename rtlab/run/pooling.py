@@ -30,17 +30,24 @@ from typing import Any
 import attr
 
 from rtlab.artifacts.record import REPLICA_KEY, REPLICAS_FILE, read_record, write_record
-from rtlab.measure.cyclictest import combine
+from rtlab.measure.cyclictest import side_by_side
 from rtlab.measure.suite import load_suite
 from rtlab.run.queue import plan_replicas
 from rtlab.store import open_store
 from rtlab.store.query import boot_of, case_baseline
 from rtlab.util.atomic import write_atomic
 from rtlab.verdict.baseline import NEWEST_RUNS, no_baseline
-from rtlab.verdict.case import FAIL, PASS, plan_case
+from rtlab.verdict.case import pipeline_case_count, plan_case
 from rtlab.verdict.histogram import Histogram
 from rtlab.verdict.judge import result_of_facts
 from rtlab.verdict.junit import records_junit, write_junit
+from rtlab.verdict.outcome import (
+    PASS,
+    BoardOutcome,
+    CaseVerdict,
+    board_outcome,
+    case_verdict,
+)
 from rtlab.verdict.thresholds import load_thresholds
 
 # what a replica measured of its own, not the case's (its boards' kernel and system facts
@@ -48,7 +55,7 @@ from rtlab.verdict.thresholds import load_thresholds
 _PER_BOARD = ("cpus", "place", "run_id", "started", "finished", "infrastructure",
               "load_check", "adaptive", "duration_s", "trace", "baseline", "comparison",
               "case_confidence", "broke", REPLICA_KEY, "ci", "schema", "verdict", "message",
-              "threads", "functional", "conditions")
+              "threads", "functional", "conditions", "judged", "error")
 
 
 def default_spread(tier: str | None, places: int) -> str:
@@ -96,8 +103,8 @@ class Replica:
     """Why the board did not measure its share (it left the plan, or never began)."""
 
     @property
-    def measured(self) -> bool:
-        return self.record is not None and self.record["verdict"] in (PASS, FAIL)
+    def outcome(self) -> BoardOutcome:
+        return board_outcome(self.place, self.record, self.why_not)
 
 
 def pool_plan(*, plan: str, queue: str, replicas_dir: Path, out_dir: Path, board: str,
@@ -125,7 +132,7 @@ def pool_plan(*, plan: str, queue: str, replicas_dir: Path, out_dir: Path, board
                                     shares.why_not(place, state)))
         record = pool_case(name, replicas, board=board, boards_planned=boards_planned,
                            plan=plan, thresholds=thresholds, judging=judging,
-                           cases=max(latency_cases, 1) * judging.pipeline_jobs)
+                           cases=pipeline_case_count(latency_cases, judging.pipeline_jobs))
         written.append((record, write_record(out_dir / "results", record)))
     write_junit(out_dir / f"junit-pooled-{os.getpid()}.xml",
                 records_junit(written, label="cases pooled over the boards"))
@@ -135,10 +142,11 @@ def pool_plan(*, plan: str, queue: str, replicas_dir: Path, out_dir: Path, board
 def pool_case(name: str, replicas: Sequence[Replica], *, board: str, boards_planned: int,
               plan: str, thresholds: Any, judging: Judging,  # noqa: ANN401 - Thresholds
               cases: int) -> dict[str, Any]:
-    """The one record of case ``name`` from its boards' replicas."""
-    measured = [r for r in replicas if r.measured]
-    left = [r for r in replicas if not r.measured]
-    base = measured[0].record if measured else next(
+    """The one record of case ``name`` from its boards' replicas, by the board-outcome
+    table (rtlab.verdict.outcome) that every door shares."""
+    outcomes = [r.outcome for r in replicas]
+    counted = [o for o in outcomes if o.counts]
+    base = counted[0].record if counted else next(
         (r.record for r in replicas if r.record is not None), None)
     facts = {k: v for k, v in (base or {}).items() if k not in _PER_BOARD}
     started = [r.record["started"] for r in replicas if r.record is not None]
@@ -155,34 +163,36 @@ def pool_case(name: str, replicas: Sequence[Replica], *, board: str, boards_plan
         "place": None, "run_id": f"{plan}:pooled",
         "started": min(started, default=now), "finished": max(finished, default=now),
         "replicated": {"plan": plan, "boards_planned": boards_planned,
-                       "boards_judged": len(measured),
+                       "boards_judged": len(counted),
                        "share_s": share_of(judging.cap_s, boards_planned),
                        "cap_s": judging.cap_s},
-        "boards": [_board_facts(r) for r in replicas],
+        "boards": [_board_facts(r, o) for r, o in zip(replicas, outcomes, strict=True)],
+        "duration_s": 0,
     }
-    never = boards_planned - len(replicas)
-    lost = "; ".join([*(f"{r.place} {_lost(r)}" for r in left),
-                      *([f"{never} place(s) never began the plan"] if never > 0 else [])])
-    if not measured:
-        why = lost or f"no board of the plan's {boards_planned} began the case"
-        return {**record, "verdict": "error", "duration_s": 0,
-                "message": f"not measured on any board: {why}"}
-    on = (f"judged on {len(measured)} of {boards_planned} boards "
-          f"({', '.join(r.place for r in measured)})"
-          + (f"; {lost}" if lost else ""))
-    if kind != "cyclictest":
-        return {**record, **_pooled_tool(measured, on)}
-    return {**record, **_pooled_latency(measured, on, thresholds=thresholds,
-                                        judging=judging, cases=cases)}
+    pooled: CaseVerdict | None = None
+    if counted and kind == "cyclictest":
+        judged, pooled = _pooled_latency(counted, thresholds=thresholds, judging=judging,
+                                         cases=cases)
+        record.update(judged)
+    elif counted:
+        pooled = _pooled_tool(counted)
+        record["duration_s"] = sum(float((o.record or {}).get("duration_s") or 0)
+                                   for o in counted)
+    verdict = case_verdict(outcomes, pooled=pooled, boards_planned=boards_planned)
+    return {**record, "verdict": verdict.verdict, "message": verdict.message}
 
 
-def _pooled_latency(measured: Sequence[Replica], on: str, *, thresholds: Any,  # noqa: ANN401
-                    judging: Judging, cases: int) -> dict[str, Any]:
-    first = measured[0].record
+def _pooled_latency(counted: Sequence[BoardOutcome], *, thresholds: Any,  # noqa: ANN401
+                    judging: Judging, cases: int) -> tuple[dict[str, Any], CaseVerdict]:
+    """The judge on the boards' complete windows side by side: limits and tail per board
+    and CPU as on one board, the comparison on the pooled histogram with the boot as its
+    level."""
+    first = counted[0].record
     assert first is not None
     plan = plan_case(thresholds, board=first["board"],
                      flavour=first.get("thresholds_flavour") or first["flavour"],
-                     scenario=first["scenario"], interval_us=first["interval_us"])
+                     scenario=first["scenario"], interval_us=first["interval_us"],
+                     cases=cases)
     command = [str(word) for word in first.get("command") or []]
     statistics = plan.statistics
     if judging.baseline_url:
@@ -197,51 +207,42 @@ def _pooled_latency(measured: Sequence[Replica], on: str, *, thresholds: Any,  #
                                min_runs=statistics.baseline_runs,
                                min_boots=statistics.baseline_boots)
     results = []
-    for replica in measured:
-        record = replica.record
+    for outcome in counted:
+        record = outcome.record
         assert record is not None
-        results.append(result_of_facts(record.get("cpus") or [], source=replica.place,
+        results.append(result_of_facts(record.get("cpus") or [], source=outcome.place,
                                        cmdline=" ".join(command), started=record["started"],
                                        finished=record.get("finished")))
-    board_time = float(sum(float(r.record["duration_s"] or 0) for r in measured if r.record))
-    case = plan.measure(window_s=board_time, cap_s=board_time, baseline=baseline, cases=cases)
-    case.boots = len(measured)
+    board_time = float(sum(float((o.record or {}).get("duration_s") or 0) for o in counted))
+    case = plan.measure(window_s=board_time, cap_s=board_time, baseline=baseline)
+    case.boots = len(counted)
     case.boot_histograms = tuple(
         Histogram.merged(Histogram.from_cpu_result(cpu) for cpu in result.cpus)
         for result in results if result.cpus)
-    case.add(combine(results))
+    case.add(side_by_side(results))
     outcome = case.outcome()
-    # a board that failed on its own (a CPU that never woke there, a limit) fails the case
-    # whatever the others measured
-    failed = [f"{r.place}: {r.record['message']}" for r in measured
-              if r.record and r.record["verdict"] == FAIL]
-    verdict = FAIL if failed or outcome.verdict == FAIL else PASS
-    reasons = [outcome.message] if outcome.verdict == FAIL else []
-    reasons += [why for why in failed if why not in reasons]
-    message = "; ".join(reasons) if verdict == FAIL else outcome.message
-    return {**plan.facts(), **case.record_facts(), "duration_s": board_time,
-            "verdict": verdict, "message": f"{on}: {message}"}
+    facts = {**plan.facts(), **case.record_facts(), "duration_s": board_time}
+    # each thread of the side-by-side run is one board's CPU: say whose
+    places = [o.place for o, result in zip(counted, results, strict=True)
+              for _ in range(len(result.cpus) + len(result.no_wakeup))]
+    facts["cpus"] = [{**cpu, "place": places[cpu["thread"]]} if cpu["thread"] < len(places)
+                     else cpu for cpu in facts["cpus"]]
+    return facts, CaseVerdict(outcome.verdict, outcome.message)
 
 
-def _pooled_tool(measured: Sequence[Replica], on: str) -> dict[str, Any]:
-    verdicts = [r.record["verdict"] for r in measured if r.record]
-    failed = [f"{r.place}: {r.record['message']}" for r in measured
-              if r.record and r.record["verdict"] == FAIL]
-    verdict = FAIL if failed else PASS if PASS in verdicts else "skipped"
-    told = "; ".join(failed) if failed else "; ".join(
-        f"{r.place}: {r.record['message']}" for r in measured if r.record)
-    return {"verdict": verdict, "message": f"{on}: {told}",
-            "duration_s": sum(float(r.record.get("duration_s") or 0)
-                              for r in measured if r.record)}
+def _pooled_tool(counted: Sequence[BoardOutcome]) -> CaseVerdict:
+    """An rt-test on several boards: each board judged its own run (no pooled statistic)."""
+    return CaseVerdict(PASS, "; ".join(f"{o.place}: {o.why}" for o in counted))
 
 
-def _board_facts(replica: Replica) -> dict[str, Any]:
+def _board_facts(replica: Replica, outcome: BoardOutcome) -> dict[str, Any]:
     record = replica.record
     if record is None:
-        return {"place": replica.place, "judged": False, "verdict": None,
-                "message": replica.why_not or "no record"}
+        return {"place": replica.place, "judged": False, "outcome": outcome.row,
+                "verdict": None, "message": replica.why_not or "no record"}
     cpus = [cpu for cpu in record.get("cpus") or [] if not cpu.get("no_wakeup")]
-    return {"place": replica.place, "judged": replica.measured,
+    return {"place": replica.place, "judged": outcome.counts, "outcome": outcome.row,
+            "error": record.get("error"),
             "boot": boot_of(record, str(record.get("run_id") or replica.place)),
             "run_id": record.get("run_id"), "verdict": record["verdict"],
             "message": record["message"], "measured_s": record.get("duration_s"),
@@ -250,9 +251,3 @@ def _board_facts(replica: Replica) -> dict[str, Any]:
                           default=None),
             # what the board had beside what the case required (rtlab.measure.conditions)
             "conditions": record.get("conditions")}
-
-
-def _lost(replica: Replica) -> str:
-    if replica.record is not None:
-        return f"ended in an {replica.record['verdict']}: {replica.record['message']}"
-    return f"did not measure it: {replica.why_not or 'no record'}"

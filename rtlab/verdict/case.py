@@ -53,6 +53,17 @@ def case_confidence(pipeline_false_fail: float, cases: int) -> float:
     return 1 - 2 * pipeline_false_fail / cases
 
 
+def pipeline_case_count(latency_cases: int, pipeline_jobs: int) -> int:
+    """How many gated latency cases share a pipeline's false-fail rate, counted alike on
+    every door: the cases one job plans (every scenario × interval it runs, skipped or
+    not: a skip is known only once a board is asked) times the pipeline's jobs that plan
+    as many (``--pipeline-jobs``)."""
+    if not isinstance(pipeline_jobs, int) or pipeline_jobs < 1:
+        raise ValueError(f"the pipeline's jobs must be a whole number >= 1, got "
+                         f"{pipeline_jobs!r}")
+    return max(1, latency_cases) * pipeline_jobs
+
+
 def rate_bound(wakeups: int, confidence: float = RATE_CONFIDENCE) -> float:
     """The upper ``confidence`` limit of a per-wake-up probability of which ``wakeups``
     trials showed no case (the exact binomial bound: ``1 - (1 - confidence)^(1/n)``)."""
@@ -63,8 +74,10 @@ def rate_bound(wakeups: int, confidence: float = RATE_CONFIDENCE) -> float:
 
 @attr.frozen
 class CasePlan:
-    """What one latency case is judged by: its limits and statistics policy from
-    thresholds.yaml."""
+    """What one latency case is judged by, decided once when it is planned and carried to
+    whichever door measures it (a labgrid run, a pooled replica, a LAVA job, a bisection
+    step): its limits and statistics policy from thresholds.yaml, and the pipeline's
+    count of gated cases that sets its confidence. A door adds only what it measured."""
 
     board: str
     flavour: str
@@ -73,6 +86,18 @@ class CasePlan:
     interval_us: int
     limits: Mapping[str, Threshold]
     statistics: StatisticsPolicy
+    cases: int = 1
+    """The pipeline's gated latency cases that share its false-fail rate (this job's
+    cases × the pipeline's jobs that judge as many)."""
+
+    def __attrs_post_init__(self) -> None:
+        # the confidence is checked when the case is planned, not when it is first judged
+        case_confidence(self.statistics.pipeline_false_fail, self.cases)
+
+    @property
+    def confidence(self) -> float:
+        """The confidence of the case's comparison (:func:`case_confidence`)."""
+        return case_confidence(self.statistics.pipeline_false_fail, self.cases)
 
     def facts(self) -> dict[str, Any]:
         """What a record keeps of how the case is judged."""
@@ -86,28 +111,28 @@ class CasePlan:
                            "baseline_boots": policy.baseline_boots,
                            "pipeline_false_fail": policy.pipeline_false_fail,
                            "sources": dict(policy.sources)},
+            "pipeline_cases": self.cases,
         }
 
-    def sequential(self, *, window_s: float, cap_s: float, cases: int) -> SequentialPolicy:
+    def sequential(self, *, window_s: float, cap_s: float) -> SequentialPolicy:
         """How the case decides: windows of ``window_s`` up to ``cap_s`` (a fixed run: one
-        window, one look at its end), at the confidence ``cases`` cases of one pipeline
-        leave each."""
-        return SequentialPolicy(window_s=window_s, cap_s=cap_s, confidence=case_confidence(
-            self.statistics.pipeline_false_fail, cases))
+        window, one look at its end), at the plan's confidence."""
+        return SequentialPolicy(window_s=window_s, cap_s=cap_s, confidence=self.confidence,
+                                quantile=self.statistics.quantile)
 
-    def measure(self, *, window_s: float, cap_s: float, baseline: Baseline,
-                cases: int = 1) -> "LatencyCase":
-        return LatencyCase(self, self.sequential(window_s=window_s, cap_s=cap_s, cases=cases),
-                           baseline)
+    def measure(self, *, window_s: float, cap_s: float, baseline: Baseline) -> "LatencyCase":
+        return LatencyCase(self, self.sequential(window_s=window_s, cap_s=cap_s), baseline)
 
 
 def plan_case(thresholds: Thresholds, *, board: str, flavour: str, scenario: str,
-              interval_us: int) -> CasePlan:
-    """The case's limits and policy (errors as :meth:`Thresholds.lookup`: an unknown board
-    or flavour is a ValueError, which a runner reports as the case's error)."""
+              interval_us: int, cases: int) -> CasePlan:
+    """The case's limits and policy, and the pipeline's case count (errors as
+    :meth:`Thresholds.lookup`: an unknown board or flavour is a ValueError, which a runner
+    reports as the case's error; a case count below 1 too)."""
     return CasePlan(board, flavour, scenario, interval_us,
                     thresholds.lookup(board, flavour, scenario, interval_us),
-                    thresholds.statistics(board, flavour, scenario, interval_us))
+                    thresholds.statistics(board, flavour, scenario, interval_us),
+                    cases=cases)
 
 
 @attr.frozen

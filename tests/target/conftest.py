@@ -277,12 +277,14 @@ def pipeline_cases(request) -> int:
     """How many gated latency cases share the pipeline's false-fail rate
     (rtlab.verdict.case.case_confidence): this session's, times the pipeline's jobs that
     judge as many (--rt-pipeline-jobs)."""
+    from rtlab.verdict.case import pipeline_case_count
+
     jobs = request.config.option.rt_pipeline_jobs
     if jobs < 1:
         raise pytest.UsageError(f"--rt-pipeline-jobs must be >= 1, got {jobs}")
     session = sum(1 for item in request.session.items
                   if getattr(item, "originalname", None) == "test_latency")
-    return max(1, session) * jobs
+    return pipeline_case_count(session, jobs)
 
 
 @pytest.fixture

@@ -34,7 +34,8 @@ def measurement(request, begin_case, board_name, thresholds_flavour, thresholds,
     system_info = request.getfixturevalue("system_info")
     # the one judge of a case (rtlab.verdict.case), as the LAVA path plans it
     plan = plan_case(thresholds, board=board_name, flavour=thresholds_flavour,
-                     scenario=scenario.name, interval_us=interval_us)
+                     scenario=scenario.name, interval_us=interval_us,
+                     cases=request.getfixturevalue("pipeline_cases"))
     limits = plan.limits
     record.facts.update(plan.facts())
 
@@ -91,8 +92,7 @@ def measurement(request, begin_case, board_name, thresholds_flavour, thresholds,
                    "progress": lambda text: progress(f"{case}: {text}")}
     judging = plan.measure(window_s=window_s or duration_s, cap_s=duration_s,
                           baseline=request.getfixturevalue("case_baseline")(
-                              plan, program, duration_s),
-                          cases=request.getfixturevalue("pipeline_cases"))
+                              plan, program, duration_s))
     try:
         if window_s:
             per_window = []
@@ -130,20 +130,31 @@ def measurement(request, begin_case, board_name, thresholds_flavour, thresholds,
     except BaseException:
         _disarm_quietly(shell, tracing)
         raise
+    record.facts["load_check"] = {**window.load_facts, "loadavg_before": window.loadavg_before,
+                                  "temperatures_mc": list(map(list, window.temperatures_mc))}
+    record_property("cpu_utilisation", f"{window.utilisation:.3f}")
+    record.facts.update(judging.record_facts())
+    outcome = judging.outcome()
     checked = [w.conditions for w in (run.windows if window_s else [window])
                if w.conditions is not None]
     if checked:
         record.facts["conditions"] = merge(*checked).facts()
     else:
-        # a breach that stopped cyclictest at once: nothing was left to check
         record.facts["conditions"]["not_checked"] = (
             "the program ended before its measuring threads could be checked")
+        if outcome.verdict == "pass":
+            # a breach that stopped cyclictest at once leaves nothing to check and still
+            # fails; a run that passes must have been what it claims
+            _disarm_quietly(shell, tracing)
+            raise InfrastructureError(
+                "the run's conditions were never checked (cyclictest ended before either "
+                "check of its measuring threads): not a pass; measure the case again "
+                f"(the judge saw: {outcome.message})")
+    # the judge's verdict on the windows, kept whatever the lab does next
+    # (rtlab.verdict.outcome: a breach survives any later error)
+    record.facts["judged"] = {"verdict": outcome.verdict, "message": outcome.message}
     if tracing is not None:
         _bring_trace_back(request, shell, record, tracing, outputs)
-    record.facts["load_check"] = {**window.load_facts, "loadavg_before": window.loadavg_before,
-                                  "temperatures_mc": list(map(list, window.temperatures_mc))}
-    record_property("cpu_utilisation", f"{window.utilisation:.3f}")
-    record.facts.update(judging.record_facts())
     cpus = judging.judged.cpus
     # in the order rtlab.verdict.junit.case_properties writes a LAVA job's
     for facts in (facts for facts in cpus if facts.get("no_wakeup")):
@@ -158,7 +169,6 @@ def measurement(request, begin_case, board_name, thresholds_flavour, thresholds,
         tail = judging.judged.tails.get(facts["thread"])
         if tail is not None and tail.bound_us is not None:
             record_property(f"cpu{facts['cpu']}_tail_bound_us", f"{tail.bound_us:.1f}")
-    outcome = judging.outcome()
     record.judged = outcome.message
     if outcome.verdict == "pass":
         # a pass says what it rules out, in the record and the JUnit case alike
@@ -212,7 +222,9 @@ def _bring_trace_back(request, shell, record, settings: trace.TraceSettings,
                       outputs: list[str]) -> None:
     """After the window(s): where cyclictest broke, the trace copied back beside the record
     and read into the breach's events; the tracer disarmed for the next case. A trace that
-    cannot be brought back leaves the latency verdict as it is and says why."""
+    cannot be brought back leaves the latency verdict as it is and says why; a console
+    lost on the way (pexpect's timeout, a closed port) too, where the judge found a breach:
+    the breach stays the case's verdict and the error is kept beside it."""
     facts = record.facts["trace"]
     try:
         broke = next((b for b in map(trace.parse_break, outputs) if b is not None), None)
@@ -220,18 +232,35 @@ def _bring_trace_back(request, shell, record, settings: trace.TraceSettings,
             facts["breach"] = None
             facts["note"] = (f"no wake-up passed {facts['breaktrace_us']} µs: the kernel's "
                              "trace was not stopped and nothing was kept")
-            return
-        collected = trace.collect(shell, settings)
-        path = request.getfixturevalue("case_artifact")(".trace.gz")
-        path.write_bytes(collected.data)
-        record.attachments.append(path)
-        facts.update(file=path.name, path=job_path(path), bytes=len(collected.data),
-                     lines=collected.lines, cut=collected.cut)
-        facts["breach"] = trace.read_collected(collected.data, path.name, broke).facts()
+        else:
+            collected = trace.collect(shell, settings)
+            path = request.getfixturevalue("case_artifact")(".trace.gz")
+            path.write_bytes(collected.data)
+            record.attachments.append(path)
+            facts.update(file=path.name, path=job_path(path), bytes=len(collected.data),
+                         lines=collected.lines, cut=collected.cut)
+            facts["breach"] = trace.read_collected(collected.data, path.name, broke).facts()
     except (trace.TraceError, ExecutionError) as error:
         facts["error"] = f"the trace could not be brought back: {error}"
-    finally:
+    except Exception as error:
+        # the console itself failed: the lab's error, never the breach's undoing
+        facts["error"] = f"the trace could not be brought back: {_told(error)}"
+        if record.facts["judged"]["verdict"] != "fail":
+            raise
+        record.facts.setdefault("error", facts["error"])
+        return
+    try:
         trace.disarm(shell)
+    except Exception as error:
+        if record.facts["judged"]["verdict"] != "fail":
+            raise
+        record.facts.setdefault("error", f"the trace could not be disarmed: {_told(error)}")
+
+
+def _told(error: BaseException) -> str:
+    """An exception in one line (pexpect's TIMEOUT carries the whole buffer)."""
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}"
 
 
 def _program_ran(window) -> None:

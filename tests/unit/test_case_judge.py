@@ -17,7 +17,7 @@ from rtlab.verdict.baseline import (
     eligible_baseline,
     measuring_options,
 )
-from rtlab.verdict.case import CasePlan, LatencyCase, case_confidence, plan_case, rate_bound
+from rtlab.verdict.case import CasePlan, LatencyCase, case_confidence, rate_bound
 from rtlab.verdict.histogram import Histogram
 from rtlab.verdict.sequential import CAP, NO_CHANGE, REGRESSION
 from rtlab.verdict.thresholds import StatisticsPolicy, Threshold
@@ -62,10 +62,10 @@ def stored(hist: Histogram, index: int, *, boot: str | None = None, verdict: str
                      command=tuple(command), boot=boot or f"boot{index % 2}", histogram=hist)
 
 
-def plan(*, gating: bool = True, max_us: float = 10_000_000) -> CasePlan:
+def plan(*, gating: bool = True, max_us: float = 10_000_000, cases: int = 1) -> CasePlan:
     limits = {"max_us": Threshold("max_us", max_us, "t.yaml:3", None)}
     policy = StatisticsPolicy(gating=gating, sources={"gating": "t.yaml:9"})
-    return CasePlan("qemu-imx6q", "rt", "cpu100", 1000, limits, policy)
+    return CasePlan("qemu-imx6q", "rt", "cpu100", 1000, limits, policy, cases=cases)
 
 
 def baseline(runs, length_s: float = 9, **options):
@@ -224,66 +224,13 @@ def test_the_rate_bound_is_the_exact_binomial_one():
 def test_a_pipeline_of_cases_shares_its_false_fail_rate():
     assert case_confidence(0.01, 1) == pytest.approx(0.98)
     assert case_confidence(0.01, 16) == pytest.approx(1 - 0.02 / 16)
-    case = plan().measure(window_s=3, cap_s=9, baseline=baseline([]), cases=16)
+    case = plan(cases=16).measure(window_s=3, cap_s=9, baseline=baseline([]))
     assert case.policy.confidence == pytest.approx(1 - 0.02 / 16)
+    # decided when the case is planned: a plan with no case count is refused there
+    with pytest.raises(ValueError, match="whole number >= 1"):
+        plan(cases=0)
     for bad in (0, -1):
         with pytest.raises(ValueError, match="whole number >= 1"):
             case_confidence(0.01, bad)
     with pytest.raises(ValueError, match=r"pipeline_false_fail must be in \(0, 1\)"):
         case_confidence(1.0, 4)
-
-
-# ------------------------------------------------- one judge for both paths ----
-
-
-def test_lava_and_the_on_board_suite_judge_the_same_windows_alike(tmp_path):
-    """The recorded LAVA job's cpu50 window, judged by the LAVA path (rtlab.lava.records)
-    and by the calls tests/target/test_latency.py makes for a fixed run, against the same
-    eligible baseline: one verdict, one message, the same facts."""
-    from rtlab.lava import records
-    from rtlab.lava.joblog import read_log
-    from rtlab.lava.plan import plan_of_job
-    from rtlab.measure.suite import load_suite
-    from rtlab.verdict.thresholds import load_thresholds
-
-    job = DATA / "lava" / "qemu-imx6q-rt-job.yaml"
-    log = read_log((DATA / "lava" / "qemu-imx6q-rt-lava-run.log").read_text(), "lava.log")
-    lava_plan = plan_of_job(job.read_text(), str(job))
-    gate = tmp_path / "thresholds.yaml"
-    gate.write_text("defaults:\n  max_us: 10000000\nboards:\n  qemu-imx6q:\n"
-                    "    flavours:\n      rt: {}\n")
-    thresholds = load_thresholds(gate, load_suite())
-    [planned] = [c for c in lava_plan.cases if c.lava_name == "cpu50-1000us"]
-    result = parse_json(log.evidence().files["cpu50-1000us"]["result.json"].decode(),
-                        "cpu50", expected_threads=planned.threads)
-    hist = Histogram.merged(Histogram.from_cpu_result(cpu) for cpu in result.cpus)
-    # an eligible baseline the case is compared with on both paths
-    runs = [stored(hist, i, duration_s=lava_plan.duration_s, command=planned.program)
-            for i in range(12)]
-
-    def baseline_for(judge, command, cap_s):
-        return eligible_baseline(runs, command=command, length_s=cap_s,
-                                 min_runs=judge.statistics.baseline_runs,
-                                 min_boots=judge.statistics.baseline_boots)
-
-    [lava] = [r for r in records.job_records(lava_plan, log, records.LavaJob("42"),
-                                             thresholds, baseline_for)
-              if r["name"].endswith("/cpu50/1000us")]
-
-    # as tests/target/test_latency.py judges a fixed run of the same case
-    judge = plan_case(thresholds, board=lava_plan.board, flavour=lava_plan.flavour,
-                      scenario="cpu50", interval_us=1000)
-    on_board = judge.facts()
-    case = judge.measure(window_s=lava_plan.duration_s, cap_s=lava_plan.duration_s,
-                         baseline=baseline_for(judge, list(planned.program),
-                                               lava_plan.duration_s))
-    case.add(result)
-    on_board.update(case.record_facts())
-    outcome = case.outcome()
-
-    assert (lava["verdict"], lava["message"]) == (outcome.verdict, outcome.message)
-    assert lava["verdict"] == "pass"
-    assert lava["message"].startswith("no wake-up over 10000000 µs in ")
-    assert lava["comparison"] is not None and lava["baseline"]["runs"] == 12
-    for key in on_board:
-        assert lava[key] == on_board[key], key

@@ -100,10 +100,13 @@ def test_a_case_on_two_boards_is_judged_once_on_both_and_names_them(lab):
     assert [b["place"] for b in first["boards"]] == ["imx6q-01", "imx6q-02"]
     assert [b["boot"] for b in first["boards"]] == ["gitlab:7:imx6q-01/imx6q-01/1",
                                                     "gitlab:7:imx6q-02/imx6q-02/1"]
-    # both boards' wake-ups, CPU by CPU, and both boards' time
+    # both boards' wake-ups, each board's CPUs its own threads, and both boards' time
     assert first["duration_s"] == 30
-    assert [cpu["samples"] for cpu in first["cpus"]] == [30000] * 4
-    assert "× 2 boards" in first["message"]
+    assert [(cpu["place"], cpu["cpu"], cpu["samples"]) for cpu in first["cpus"]] == [
+        (place, cpu, 15000) for place in ("imx6q-01", "imx6q-02") for cpu in range(4)]
+    assert first["cpus"][5]["max_us"] == replica("imx6q-02", CASES[0], seed=1)["cpus"][1][
+        "max_us"]
+    assert "× 2 boards" in first["message"] and "(8 CPUs × 2 boards" in first["message"]
     assert "replica_of" not in first and first["place"] is None
     # the pooled cases' JUnit, one case each
     [junit] = out.glob("junit-pooled-*.xml")
@@ -153,7 +156,7 @@ def test_a_case_no_board_measured_is_an_error_naming_why(lab):
     records = pool(queue, out, replicas)
     assert records[1]["verdict"] == "error"
     assert records[1]["message"] == (
-        "not measured on any board: imx6q-01 did not measure it: its runner ended while "
+        "not measured cleanly on any board: imx6q-01 did not measure it: its runner ended while "
         "measuring it; imx6q-02 did not measure it: it never reached the case")
 
 

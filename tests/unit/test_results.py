@@ -41,9 +41,33 @@ def test_failing_assertion_is_a_fail():
                    Report("teardown", "passed")) == ("fail", "CPU1 max 9 > 5")
 
 
-def test_teardown_error_after_a_fail_makes_an_error():
-    assert verdict(Report("call", "failed", "x"), Report("teardown", "failed", "serial lost"),
+def test_a_breach_survives_a_teardown_error_which_is_kept_beside_it():
+    record = CaseRecord(case="t", started="now")
+    for report in (Report("call", "failed", "CPU1 max 9 > 5"),
+                   Report("teardown", "failed", "serial lost")):
+        record.observe(report)
+    assert (record.verdict, record.message) == ("fail", "CPU1 max 9 > 5")
+    assert record.as_dict()["error"] == "serial lost"
+
+
+def test_a_setup_error_after_the_judge_found_a_breach_keeps_the_breach():
+    record = CaseRecord(case="t", started="now")
+    record.facts["judged"] = {"verdict": "fail", "message": "CPU2 max 500 > 150"}
+    record.observe(Report("setup", "failed", "console lost"))
+    assert (record.verdict, record.message) == ("fail", "CPU2 max 500 > 150")
+    assert record.facts["error"] == "console lost"
+
+
+def test_teardown_error_after_a_pass_makes_an_error():
+    assert verdict(Report("call", "passed"), Report("teardown", "failed", "serial lost"),
                    ) == ("error", "serial lost")
+
+
+def test_a_skip_stays_a_skip_when_the_session_teardown_fails_after_it():
+    record = CaseRecord(case="t", started="now")
+    record.observe(Report("setup", "skipped", "no network"))
+    record.observe(Report("teardown", "failed", "cleanup failed"))
+    assert record.verdict == "skipped" and record.facts["error"] == "cleanup failed"
 
 
 def test_record_is_written_whole_and_read_back(tmp_path, monkeypatch):
