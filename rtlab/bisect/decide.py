@@ -55,6 +55,10 @@ class StepPolicy:
     tolerance: float = 0.05
     resamples: int = 4000
     min_rounds: int = 1
+    min_good_boots: int = 3
+    """The good point's boots a comparison needs: its boots are the comparison's baseline
+    runs, and thresholds.yaml's baseline rule never takes fewer than 3 runs (two know
+    their spread to one degree of freedom, whose fiducial draws are unbounded)."""
 
     def __attrs_post_init__(self) -> None:
         if self.rounds < 1 or not 1 <= self.min_rounds <= self.rounds:
@@ -62,6 +66,9 @@ class StepPolicy:
                              f"({self.min_rounds}), which must be at least 1")
         if not 0 < self.confidence < 1:
             raise ValueError(f"confidence must be in (0, 1), got {self.confidence}")
+        if self.min_good_boots < 3:
+            raise ValueError(f"min_good_boots must be at least 3 (the baseline rule's "
+                             f"fewest runs), got {self.min_good_boots}")
 
     @property
     def looks(self) -> tuple[int, ...]:
@@ -120,9 +127,9 @@ def decide_step(policy: StepPolicy, rounds: int, candidate: Sequence[Histogram],
     if rounds not in policy.looks and not last:
         return StepDecision(CONTINUE, "between looks", rounds)
     share = f"at {policy.each_confidence:.2%}, look {rounds} of {policy.rounds} rounds"
-    if len(candidate) < 1 or len(good) < 2:
+    if len(candidate) < 1 or len(good) < policy.min_good_boots:
         missing = (f"{len(candidate)} valid boot(s) of the step and {len(good)} of the good "
-                   f"point (it needs 1 and 2)")
+                   f"point (it needs 1 and {policy.min_good_boots})")
         why = f"; errors: {'; '.join(errors)}" if errors else ""
         if last:
             return StepDecision(UNDECIDABLE, f"undecidable: {missing} after {rounds} "

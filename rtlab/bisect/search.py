@@ -168,12 +168,14 @@ class OptionSearch:
         order = list(half) + list(rest)
         tries = [half, rest, *(tuple(order[:size]) for size in range(len(half) + 1,
                                                                      len(order)))]
+        undecided = {applied for applied, outcome in self.tried if outcome == UNDECIDABLE}
         for tried in tries:
             if not tried:
                 continue
             applied = self.resolve(self.innocent | frozenset(tried))
             new = (applied - self.innocent) & frozenset(self.suspects)
-            if new and new != frozenset(self.suspects):
+            # a configuration already found undecidable is not measured again
+            if new and new != frozenset(self.suspects) and applied not in undecided:
                 return tried, applied
         return None
 
@@ -203,9 +205,22 @@ class OptionSearch:
     def found(self) -> Found:
         if len(self.suspects) == 1:
             [culprit] = self.suspects
-            return Found(culprit, (culprit,),
-                         f"{culprit} alone turns the good configuration bad"
-                         if self.tried else f"{culprit} is the only option changed")
+            if not self.tried:
+                return Found(culprit, (culprit,), f"{culprit} is the only option changed")
+            # the message claims only what was measured: a bad step that applied the
+            # culprit beside options already shown innocent, or the elimination
+            alone = any(outcome == BAD
+                        and (applied & frozenset(self.options)) - self.innocent == {culprit}
+                        for applied, outcome in self.tried)
+            if alone:
+                return Found(culprit, (culprit,), f"{culprit} turns the good configuration "
+                             "bad (measured: the good configuration"
+                             + (f" with {', '.join(sorted(self.innocent))}" if self.innocent
+                                else "") + f" and {culprit} is bad)")
+            innocent = ", ".join(sorted(self.innocent)) or "no option"
+            return Found(culprit, (culprit,), f"{culprit} by elimination, not measured on "
+                         f"its own: the good configuration with {innocent} applied stayed "
+                         f"good, and with every option applied it is the bad one")
         if not self.suspects:
             return Found(None, (), "every option was applied without a regression: the "
                          "regression needs options together, or the bad point does not "

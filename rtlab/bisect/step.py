@@ -3,10 +3,14 @@ a boot of the good point's image and one of the step's (the order alternating pe
 per round, so that a drift of the rack falls on both alike), each through ``rtlab run``'s
 own path (reserve, flash, boot, measure the case, release: rtlab.run.runner.run_suite).
 
-A run that ends without a verdict (a lab failure, a voided window: an ``error`` record, or
-no record at all) yields no boot; the place that failed leaves the rest of the step to the
-others, as a test job's failed board does, and the step's decision says why boots are
-missing. A ``fail`` (a limit exceeded) is a measurement like any other: its histogram counts.
+What a run's record counts for is the board-outcome table every door to the judge shares
+(rtlab.verdict.outcome): a run without complete, valid windows (a lab failure before
+measuring, a voided window, conditions never checked, a skip, no record at all) yields no
+boot; the place that failed leaves the rest of the step to the others, as a test job's
+failed board does, and the step's decision says why boots are missing. A ``fail`` (a limit
+exceeded) is a measurement like any other, and so are the windows of a run that erred
+after measuring them: their histogram counts. Steps never trace (``--rt-trace never``): a
+boot stopped at its first breach would count as a whole one.
 """
 
 import threading
@@ -21,8 +25,8 @@ from rtlab.lab.health import healthy_filters
 from rtlab.lab.reservation import LabgridClient, filters_for, matching
 from rtlab.run.runner import Selection, run_suite
 from rtlab.verdict.histogram import Histogram
+from rtlab.verdict.outcome import board_outcome
 
-ERROR = "error"
 Progress = Callable[[str], None]
 
 
@@ -76,8 +80,14 @@ def case_histogram(folder: Path, case: str) -> tuple[Histogram | None, str | Non
     if not records:
         return None, f"no record of {case} in {folder}"
     record = records[-1]
-    if record.get("verdict") == ERROR:
+    # the board-outcome table every door shares: a breach's or an error-after-measuring's
+    # windows count, nothing of an error before measuring, a void run or a skip does
+    outcome = board_outcome(str(record.get("place") or folder.name), record)
+    if not outcome.counts:
         return None, f"{record.get('verdict')}: {record.get('message', '')}"
+    if record.get("broke"):
+        return None, (f"the run of {case} ended at its first breach (--breaktrace): a boot "
+                      f"cut short is no boot of the step ({folder})")
     cpus = [Histogram.from_record_cpu(cpu) for cpu in record.get("cpus", [])
             if cpu.get("histogram") is not None]
     if not cpus:
@@ -92,7 +102,10 @@ def run_boot(rack: Rack, place: str, point: str, image: Path, case: str,
         outcome = run_suite(place=place, image=image, env_file=rack.env_file,
                             coordinator=rack.coordinator, out_dir=folder,
                             duration_s=rack.duration_s,
-                            selection=Selection(cases=case, suite=rack.suite),
+                            # a boot cut short at its first breach (--breaktrace, which
+                            # the gate tier and a failed series' re-run arm) is no boot of
+                            # the step's length: steps never trace
+                            selection=Selection(cases=case, suite=rack.suite, trace="never"),
                             reserve_timeout_s=rack.reserve_timeout_s)
         histogram, error = case_histogram(folder, case)
         if error is not None and outcome.exit_code not in (0, 1):

@@ -180,7 +180,7 @@ def compare(
         spread = math.sqrt(estimate) * (_value(base_q, range_us) + 0.5)
         draws = rng.standard_normal((2, resamples))
         # the merged baseline carries the mean of its N runs' offsets
-        base_factor = np.exp(draws[1] * np.sqrt(between / len(runs)))
+        base_factor = _factor(draws[1] * np.sqrt(between / len(runs)))
     else:
         warnings.append("one baseline run: its run-to-run spread is unknown, so the verdict "
                         "allows for sampling noise only")
@@ -205,8 +205,15 @@ def compare(
     if len(runs) < 2 and (windows or boards_spread):
         draws = rng.standard_normal((2, resamples))
     if len(runs) >= 2 or windows or boards_spread:
-        cand_factor = np.exp(draws[0] * np.sqrt(
+        cand_factor = _factor(draws[0] * np.sqrt(
             np.maximum(between * per_boot / candidate_boots, boards_spread) + within_run))
+    unbounded = float(np.mean((np.abs(np.log(cand_factor)) >= MAX_LOG_FACTOR)
+                              | (np.abs(np.log(base_factor)) >= MAX_LOG_FACTOR)))
+    if unbounded > alpha / 2:
+        warnings.append(f"the {len(runs)} baseline run(s) bound their run-to-run spread too "
+                        f"loosely for this confidence ({unbounded:.1%} of the draws scale a "
+                        f"run's latencies by more than e^{MAX_LOG_FACTOR:g}): the interval "
+                        "says nothing; compare against more baseline runs")
     # +0.5: a bucket's value is the middle of its 1 µs, which also keeps 0 µs scalable
     diffs = (cand_rep + 0.5) * cand_factor - (base_rep + 0.5) * base_factor
     low, high = (float(v) for v in np.quantile(diffs, [alpha / 2, 1 - alpha / 2]))
@@ -228,6 +235,9 @@ def compare(
         if cand_censored or base_censored:
             warnings.append(f"the {name} lies past the {range_us} µs histogram range: rerun "
                             "with a larger -h, or compare a lower quantile")
+        elif unbounded > alpha / 2:
+            # no length of the candidate bounds the baseline's own spread
+            longer = math.inf
         else:
             longer = _longer(difference, tolerance, low, high, float(np.var(cand_rep)),
                              float(np.var(diffs)))
@@ -250,6 +260,16 @@ def compare(
         confidence=confidence, tolerance_us=tolerance, baseline_runs=len(runs),
         run_spread_us=spread, longer=longer, message=message, warnings=tuple(warnings),
     )
+
+
+# a run's latencies scaled by more than e^40 is no latency any more: the draws of a spread
+# known to few degrees of freedom reach that (two runs: one), and exp() would overflow to
+# inf, whose differences are NaN; capped, the interval is finite and says it is unbounded
+MAX_LOG_FACTOR = 40.0
+
+
+def _factor(log_factor: np.ndarray) -> np.ndarray:
+    return np.exp(np.clip(log_factor, -MAX_LOG_FACTOR, MAX_LOG_FACTOR))
 
 
 def tail_quantiles(lowest: float, samples: int, *, decades: int = TAIL_DECADES,

@@ -52,7 +52,14 @@ from typing import Any
 
 import attr
 
-from rtlab.verdict.comparison import INCONCLUSIVE, NO_CHANGE, REGRESSION, Comparison, compare_tail
+from rtlab.verdict.comparison import (
+    DEFAULT_QUANTILE,
+    INCONCLUSIVE,
+    NO_CHANGE,
+    REGRESSION,
+    Comparison,
+    compare_tail,
+)
 from rtlab.verdict.histogram import Histogram
 from rtlab.verdict.tail import TailEstimate, tail_estimate
 
@@ -76,6 +83,9 @@ class SequentialPolicy:
     resamples: int = 20000
     min_windows: int = 4
     """Windows measured before the first look (the cap is a look whatever it holds)."""
+    quantile: float = DEFAULT_QUANTILE
+    """The lowest tail quantile compared (thresholds.yaml ``statistics: quantile:``);
+    compare_tail adds the decades above it."""
 
     def __attrs_post_init__(self) -> None:
         if not 0 < self.window_s <= self.cap_s:
@@ -88,6 +98,8 @@ class SequentialPolicy:
                 raise ValueError(f"{name} must be in (0, 1), got {getattr(self, name)}")
         if not 0 < self.margin < 1:
             raise ValueError(f"margin must be in (0, 1), got {self.margin}")
+        if not 0 < self.quantile < 1:
+            raise ValueError(f"quantile must be in (0, 1), got {self.quantile}")
 
     @property
     def looks(self) -> tuple[float, ...]:
@@ -145,7 +157,8 @@ def decide(policy: SequentialPolicy, measured_s: float, candidate: Histogram,
             return Decision(True, CAP, f"at the cap of {_minutes(policy.cap_s)}: "
                             f"{no_baseline}", measured_s)
         return Decision(False, CONTINUE, f"{no_baseline}: runs to the cap", measured_s)
-    comparison = compare_tail(candidate, baseline, confidence=policy.look_confidence,
+    comparison = compare_tail(candidate, baseline, quantile=policy.quantile,
+                              confidence=policy.look_confidence,
                               margin_relative=policy.margin, resamples=policy.resamples,
                               candidate_windows=windows,
                               baseline_windows=policy.cap_s / policy.window_s,

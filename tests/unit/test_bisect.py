@@ -288,3 +288,73 @@ def test_a_confirmation_the_lab_could_not_measure_is_an_error_not_a_verdict(
     with pytest.raises(RuntimeError, match=r"could not be measured .*HTTP 503"):
         bisection.Bisector(request, rack, StepPolicy(rounds=2), tmp_path / "out",
                            progress=lambda line: None).run()
+
+
+def test_a_culprit_found_by_elimination_is_not_said_to_be_measured_alone():
+    # A applied to the good configuration stays good: B is the one left, never measured
+    # on its own
+    found, steps = bisect_options(("A", "B"), "B")
+    assert steps == [frozenset({"A"})] and found.culprit == "B"
+    assert found.reason == ("B by elimination, not measured on its own: the good "
+                            "configuration with A applied stayed good, and with every "
+                            "option applied it is the bad one")
+    assert "alone turns" not in found.reason
+    # A applied alone is bad: measured
+    found, steps = bisect_options(("A", "B"), "A")
+    assert found.reason == ("A turns the good configuration bad (measured: the good "
+                            "configuration and A is bad)")
+
+
+def test_a_configuration_found_undecidable_is_never_measured_again():
+    # C depends on A: the other half {C} applies nothing, and the fallback used to fall
+    # back to the undecidable half {A, B} itself
+    def resolve(applied):
+        return frozenset(o for o in applied if o != "C" or "A" in applied)
+
+    found, steps = bisect_options(("A", "B", "C"), "C", resolve=resolve,
+                                  undecidable=(frozenset({"A", "B"}),))
+    assert steps[0] == frozenset({"A", "B"})
+    assert len(steps) == len(set(steps)), steps
+    assert steps[1] == frozenset({"A", "C"})
+
+
+def test_a_bisection_step_never_arms_the_breaktrace(monkeypatch, tmp_path):
+    """In the pipeline's bisect job the series' last run failed, which arms the trace of
+    a re-run (--rt-trace auto); a step's boot must not stop at its first breach."""
+    from rtlab.bisect import step
+    from rtlab.verdict.trace_choice import choose_trace
+    from rtlab.verdict.thresholds import TracePolicy
+
+    seen = []
+
+    def run_suite(**kwargs):
+        seen.append(kwargs["selection"])
+        raise RuntimeError("no rack here")
+
+    monkeypatch.setattr(step, "run_suite", run_suite)
+    rack = step.Rack(env_file=tmp_path / "env.yaml", coordinator="-",
+                     board_tag="qemu-imx6q", duration_s=60)
+    boot = step.run_boot(rack, "imx6q-01", "step", tmp_path / "sdcard.img", "idle/1000us",
+                         tmp_path / "boot")
+    assert boot.histogram is None and "no rack here" in boot.error
+    [selection] = seen
+    args = selection.pytest_args()
+    assert args[args.index("--rt-trace") + 1] == "never"
+    # and --rt-trace never wins over a series whose last run failed
+    asked = []
+    assert choose_trace("never", TracePolicy(), tier="gate",
+                        last_failed=lambda: asked.append(1) or "run 7") == \
+        (False, "--rt-trace never")
+    assert not asked
+
+
+def test_a_good_point_of_fewer_boots_than_the_baseline_rule_is_not_compared():
+    rng = np.random.default_rng(3)
+    policy = StepPolicy(rounds=2)
+    good = [boot(rng, 1.0) for _ in range(2)]
+    step_boots = [boot(rng, 1.0) for _ in range(2)]
+    first = decide_step(policy, 1, step_boots, good, 0.2)
+    assert first.outcome == CONTINUE and first.against_good is None
+    assert "2 of the good point (it needs 1 and 3)" in first.reason
+    with pytest.raises(ValueError, match="min_good_boots must be at least 3"):
+        StepPolicy(min_good_boots=2)

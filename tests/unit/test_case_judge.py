@@ -234,3 +234,19 @@ def test_a_pipeline_of_cases_shares_its_false_fail_rate():
             case_confidence(0.01, bad)
     with pytest.raises(ValueError, match=r"pipeline_false_fail must be in \(0, 1\)"):
         case_confidence(1.0, 4)
+
+
+def test_the_quantile_thresholds_yaml_sets_is_the_lowest_one_compared():
+    """statistics: quantile: reached the record but not the comparison (always p99.9)."""
+    hist = window_histogram()
+    found = baseline([stored(hist, i, duration_s=3) for i in range(6)], length_s=3)
+    compared = {}
+    for quantile in (0.999, 0.99):
+        policy = StatisticsPolicy(quantile=quantile, sources={"gating": "t.yaml:9"})
+        case = attr.evolve(plan(), statistics=policy).measure(window_s=3, cap_s=3,
+                                                              baseline=found)
+        case.add(window())
+        facts = case.record_facts()["comparison"]
+        compared[quantile] = facts["quantile"]
+        assert case.policy.quantile == quantile
+    assert compared == {0.999: 0.999, 0.99: 0.99}

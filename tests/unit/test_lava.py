@@ -603,3 +603,30 @@ def test_evidence_that_is_not_what_the_board_announced_is_an_error(loose_gate, f
     judged = judge("".join(lines), loose_gate)
     assert judged["idle/1000us"]["verdict"] == "error"
     assert why in judged["idle/1000us"]["message"]
+
+
+def test_a_case_whose_conditions_were_never_checked_is_no_pass(loose_gate):
+    """As on labgrid (tests/unit/test_board_outcomes.py): a window that would pass but
+    whose program ended before either check of its measuring threads is an error."""
+    import attr
+
+    from rtlab.measure.conditions import EARLY, LATE, MARK, MISSED, SECTION
+
+    plan = plan_of_job(JOB.read_text(), str(JOB))
+    [case] = [c for c in plan.cases if c.lava_name == "cpu50-1000us"]
+    checked = attr.evolve(case, conditions={
+        "requirements": {"measuring_policy": "fifo"}, "program": "cyclictest",
+        "cpus": [0, 1, 2, 3]})
+    plan = attr.evolve(plan, cases=tuple(checked if c is case else c for c in plan.cases))
+
+    def missed(files):
+        files["end.out"] += "".join(f"{MARK}{SECTION}-{tag}-{MISSED}\n"
+                                    for tag in (EARLY, LATE)).encode()
+    judged = judge(rewrite_evidence(LOG.read_text(), "cpu50-1000us", missed), loose_gate,
+                   plan)
+    record = judged["cpu50/1000us"]
+    assert record["verdict"] == "error"
+    assert record["message"].startswith("the run's conditions were never checked")
+    assert "judged" not in record and "not_checked" in record["conditions"]
+    # the other cases of the job, whose plan asks for no checks, pass as before
+    assert judged["idle/1000us"]["verdict"] == "pass"

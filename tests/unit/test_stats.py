@@ -545,3 +545,20 @@ def test_no_change_rests_on_the_quantile_asked_for():
     baseline = runs(5, 10**6, rng, range_us=28)
     verdict = compare_tail(draw(10**6, rng, range_us=28), baseline)
     assert verdict.outcome == INCONCLUSIVE, verdict.message
+
+
+def test_two_baseline_runs_that_disagree_give_a_finite_interval_that_says_so():
+    """Two runs know their spread to one degree of freedom: its fiducial draws reach
+    factors past e^709, where exp() overflowed to inf and the interval became NaN
+    ("CI +nan to +nan", "run about 1x longer")."""
+    rng = np.random.default_rng(5)
+
+    def run(scale: float) -> Histogram:
+        values = np.minimum(rng.gamma(2.0, scale, 200_000).astype(int), 3999)
+        return Histogram(np.bincount(values, minlength=4000))
+
+    result = compare(run(10.0), [run(3.0), run(300.0)], quantile=0.99)
+    assert all(math.isfinite(v) for v in result.ci_us), result.ci_us
+    assert "nan" not in result.message
+    assert result.outcome == INCONCLUSIVE and result.longer == math.inf
+    assert any("bound their run-to-run spread too loosely" in w for w in result.warnings)
