@@ -322,8 +322,8 @@ def test_a_bisection_step_never_arms_the_breaktrace(monkeypatch, tmp_path):
     """In the pipeline's bisect job the series' last run failed, which arms the trace of
     a re-run (--rt-trace auto); a step's boot must not stop at its first breach."""
     from rtlab.bisect import step
-    from rtlab.verdict.trace_choice import choose_trace
     from rtlab.verdict.thresholds import TracePolicy
+    from rtlab.verdict.trace_choice import choose_trace
 
     seen = []
 
