@@ -9,9 +9,18 @@ from pathlib import Path
 import attr
 from sqlalchemy.orm import Session
 
+from rtlab.measure.cyclictest import CpuResult
 from rtlab.store.query import CaseRow, CpuRow, history
 from rtlab.tuning.evidence import MEASURED, is_functional, md_row
-from rtlab.verdict.thresholds import Threshold, Thresholds, ThresholdsError, check, format_us
+from rtlab.verdict.judge import cpu_tail, tail_violation
+from rtlab.verdict.thresholds import (
+    StatisticsPolicy,
+    Threshold,
+    Thresholds,
+    ThresholdsError,
+    check,
+    format_us,
+)
 
 
 @attr.frozen
@@ -93,6 +102,10 @@ class Replay:
                                                 if len(names) > 5 else "")
                 lines.append(f"- {len(cases)} run(s) of {shown}: {why}")
         unjudged = sum(len(cases) for cases in self.unjudged.values())
+        lines += ["", "Judged as the case judge judges each run's limits, CPUs that never "
+                  "woke and, where the file gates on statistics, the tail bound; the "
+                  "comparison with a baseline is not replayed (it depends on the runs "
+                  "stored before each case, not on its limits)."]
         lines += ["", f"{sum(j.fails for j in self.judged)} of {len(self.judged)} case(s) "
                       f"would fail; {len(self.new_failures)} of them passed when they ran"
                   + (f"; {unjudged} not judged" if unjudged else "")
@@ -124,10 +137,15 @@ def _worst_per_figure(failures: Sequence[Failure]) -> list[Failure]:
     return list(worst.values())
 
 
-def judge(case: CaseRow, limits: Mapping[str, Threshold]) -> list[Failure]:
-    """The stored case's figures judged like the suite judges them when it runs: per gated
-    CPU (or rt-test thread) by :func:`rtlab.verdict.thresholds.check`, and a CPU that never woke up
-    fails whatever the limits."""
+def judge(case: CaseRow, limits: Mapping[str, Threshold],
+          policy: StatisticsPolicy | None = None) -> list[Failure]:
+    """The stored case's figures judged by the limits the case judge applies
+    (rtlab.verdict.judge, which rtlab.verdict.case calls after every window): per gated
+    CPU (or rt-test thread) by :func:`rtlab.verdict.thresholds.check`, a CPU that never
+    woke up fails whatever the limits, and, where ``policy`` gates on statistics and the
+    store kept the CPU's histogram, the tail bound (:func:`rtlab.verdict.judge.tail_violation`).
+    Not replayed: the comparison with a baseline, which depends on the runs stored before
+    the case, not on its limits (the replay's table says so)."""
     if case.kind == "rt-test":
         # these tools keep no histogram: a p99.9 they inherit is cyclictest's
         limits = {m: t for m, t in limits.items() if m != "p99_9_us"}
@@ -146,7 +164,34 @@ def judge(case: CaseRow, limits: Mapping[str, Threshold]) -> list[Failure]:
                     "not measured")
             failures.append(Failure(violation.figure, where, violation.value, what,
                                     violation.threshold))
+        tail = _tail_failure(case, cpu, limits, policy)
+        if tail is not None:
+            failures.append(tail)
     return failures
+
+
+def _tail_failure(case: CaseRow, cpu: CpuRow, limits: Mapping[str, Threshold],
+                  policy: StatisticsPolicy | None) -> Failure | None:
+    """The case judge's tail gate on one stored CPU's histogram (None: it passes, or
+    there is no histogram, no interval or no gating to judge it by)."""
+    if (policy is None or case.kind == "rt-test" or cpu.histogram is None
+            or cpu.histogram_range_us is None or case.interval_us is None):
+        return None
+    counts = cpu.histogram
+    measured = CpuResult(
+        thread=cpu.thread or 0, cpu=cpu.cpu, cycles=cpu.samples, min_us=int(cpu.min_us or 0),
+        avg_us=float(cpu.avg_us or 0.0), max_us=int(cpu.max_us or 0),
+        histogram={int(b): int(c) for b, c in enumerate(counts) if c},
+        histogram_range_us=cpu.histogram_range_us, overflows=cpu.overflows or 0)
+    estimate = cpu_tail(measured, limits, policy, case.interval_us)
+    why = tail_violation(cpu.cpu, estimate, policy, limits)
+    if why is None or estimate is None or estimate.bound_ci_us is None:
+        return None
+    return Failure(f"tail at p={policy.exceedance_probability:g}", cpu.cpu, estimate.bound_us,
+                   f"{format_us(round(estimate.bound_us or 0, 1))}, lower "
+                   f"{estimate.confidence:.0%} limit "
+                   f"{format_us(round(estimate.bound_ci_us[0], 1))}",
+                   limits.get("max_us"))
 
 
 def _figures(case: CaseRow, cpu: CpuRow) -> dict[str, float | None]:
@@ -162,12 +207,14 @@ def replay(session: Session, thresholds: Thresholds, *, label: str | None = None
            since: datetime.datetime | None = None) -> Replay:
     """Judge every stored measured case (of ``board``, ``flavour``, ``ref``, since ``since``)
     by ``thresholds``; a case the file cannot give limits to is listed with why."""
+    # the histograms too: the tail gate judges them
     cases = history(session, board=board, flavour=flavour, ref=ref, since=since,
-                    verdicts=MEASURED)
+                    verdicts=MEASURED, histograms=True)
     judged: list[Judged] = []
     unjudged: dict[str, list[CaseRow]] = {}
     functional = 0
-    cache: dict[tuple[str, str, str | None, int | None], dict[str, Threshold] | str] = {}
+    cache: dict[tuple[str, str, str | None, int | None],
+                tuple[dict[str, Threshold], StatisticsPolicy | None] | str] = {}
     for case in cases:
         if case.kind == "functional" or (case.scenario is not None
                                          and is_functional(case.scenario)):
@@ -178,14 +225,17 @@ def replay(session: Session, thresholds: Thresholds, *, label: str | None = None
             try:
                 if case.scenario is None:
                     raise ThresholdsError(f"case '{case.name}' names no scenario")
-                cache[key] = thresholds.lookup(*key)
+                cache[key] = (thresholds.lookup(*key),
+                              None if case.interval_us is None
+                              else thresholds.statistics(*key))
             except ThresholdsError as error:
                 cache[key] = str(error)
-        limits = cache[key]
-        if isinstance(limits, str):
-            unjudged.setdefault(limits, []).append(case)
+        found = cache[key]
+        if isinstance(found, str):
+            unjudged.setdefault(found, []).append(case)
             continue
-        judged.append(Judged(case, tuple(judge(case, limits))))
+        limits, policy = found
+        judged.append(Judged(case, tuple(judge(case, limits, policy))))
     return Replay(label or thresholds.display, tuple(judged),
                   {why: tuple(c) for why, c in unjudged.items()}, functional)
 

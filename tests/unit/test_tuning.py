@@ -417,3 +417,34 @@ def test_replay_of_a_git_ref(db, tmp_path, capsys):
         capsys.readouterr().out
     assert cli.main([*args, "--git-ref", "no-such-branch"]) == 2
     assert "git show no-such-branch:./thresholds.yaml" in capsys.readouterr().err
+
+
+def test_replay_judges_the_tail_as_the_case_judge_does(tmp_path):
+    """A run whose observed maximum stays under a limit but whose tail bound's lower
+    limit does not: the case judge fails it where the file gates on statistics, and so
+    does the replay (it judged the observed figures only)."""
+    from rtlab.verdict.judge import cpu_facts
+    from tests.unit.test_suite_figures import synthetic_cpu
+
+    cpu = synthetic_cpu(12.0, samples=300_000, seed=3)
+    stored = record("imx6q", "rt", "idle", 1000, 1, worst=cpu.max_us)
+    stored["cpus"] = [cpu_facts(cpu)]
+    folder = tmp_path / "records"
+    folder.mkdir()
+    (folder / "one.json").write_text(json.dumps(stored))
+    url = ingested(folder, tmp_path / "store.db")
+    verdicts = {}
+    for gating in ("true", "false"):
+        path = tmp_path / f"thresholds-{gating}.yaml"
+        path.write_text(f"defaults:\n  max_us: {cpu.max_us + 5}\n"
+                        f"  statistics: {{gating: {gating}}}\n"
+                        "boards:\n  imx6q:\n    flavours:\n      rt: {}\n")
+        store = open_store(url)
+        try:
+            with store.session() as session:
+                result = replay(session, load_thresholds(path, SUITE))
+        finally:
+            store.close()
+        [judged] = result.judged
+        verdicts[gating] = [(f.figure, f.cpu) for f in judged.failures]
+    assert verdicts == {"true": [("tail at p=1e-06", 0)], "false": []}
