@@ -13,6 +13,8 @@ run, conditions never checked, a cleanup that fails after the last case.
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -258,42 +260,42 @@ def window_of(behaviour: Behaviour):  # noqa: ANN201 - run_window's stand-in
     return run_window
 
 
-def run_board(pytester: Any, monkeypatch: Any, place: str,  # noqa: ANN401 - pytest's
-              cases: dict[str, Behaviour], *, cleanup: str | None = None,
-              extra: tuple[str, ...] = (), board: str = "imx6q",
-              thresholds: str = THRESHOLDS, duration_s: int = 10,
+def run_board(folder: Path, place: str, cases: dict[str, Behaviour], *,
+              cleanup: str | None = None, extra: tuple[str, ...] = (),
+              board: str = "imx6q", thresholds: str = THRESHOLDS, duration_s: int = 10,
               ) -> tuple[dict[str, dict[str, Any]], Path]:
-    """One `rtlab run` of ``cases`` on a stand-in board, in a pytest of its own (labgrid's
-    plugin keeps global state): its records by case (scenario/interval) and its results
-    folder."""
-    tmp_path = pytester.path
-    script = tmp_path / f"script-{place}.json"
+    """One `rtlab run` of ``cases`` on a stand-in board, a pytest of its own in ``folder``
+    (labgrid's plugin keeps global state): its records by case (scenario/interval) and its
+    output folder (``results/`` inside, as `rtlab run --out` lays it out)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / f"script-{place}.json"
     script.write_text(json.dumps({"cases": {name: attr.asdict(b) for name, b in cases.items()},
                                   "cleanup": cleanup}))
-    monkeypatch.setenv(SCRIPT_VARIABLE, str(script))
-    # each stand-in run a run (and so a boot) of its own in the results store
-    monkeypatch.setenv(RUN_ID_VARIABLE, f"standin:{place}")
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
-        [str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
-    pytester.makeconftest(CONFTEST)
-    pytester.makepyfile(test_latency=(REPO_ROOT / "tests" / "target" /
-                                      "test_latency.py").read_text())
-    thresholds_file = tmp_path / "thresholds.yaml"
+    (folder / "conftest.py").write_text(CONFTEST)
+    (folder / "test_latency.py").write_text(
+        (REPO_ROOT / "tests" / "target" / "test_latency.py").read_text())
+    thresholds_file = folder / "thresholds.yaml"
     thresholds_file.write_text(thresholds)
-    # as `rtlab run --out` lays them out (a bisection step reads them there)
-    results = tmp_path / place / "results"
-    outcome = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "-p", "rtlab.pytestplugin.hooks",
-        "-p", "rtlab.pytestplugin.junit", "-p", "rtlab.pytestplugin.queue",
-        "--rt-board", board,
-        "--rt-flavour", "rt", "--rt-cases", ",".join(cases), "--rt-results", str(results),
-        "--rt-thresholds", str(thresholds_file), "--rt-duration", str(duration_s),
-        "--junitxml", str(tmp_path / f"junit-{place}.xml"), *extra)
+    out = folder / place
+    env = {**os.environ, SCRIPT_VARIABLE: str(script),
+           # each stand-in run a run (and so a boot) of its own in the results store
+           RUN_ID_VARIABLE: f"standin:{place}",
+           "PYTHONPATH": os.pathsep.join([str(REPO_ROOT),
+                                          *filter(None, [os.environ.get("PYTHONPATH")])])}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         "-p", "rtlab.pytestplugin.hooks", "-p", "rtlab.pytestplugin.junit",
+         "-p", "rtlab.pytestplugin.queue", "--rootdir", str(folder),
+         "--rt-board", board, "--rt-flavour", "rt", "--rt-cases", ",".join(cases),
+         "--rt-results", str(out / "results"), "--rt-thresholds", str(thresholds_file),
+         "--rt-duration", str(duration_s), "--junitxml", str(out / f"junit-{place}.xml"),
+         *extra, str(folder / "test_latency.py")],
+        cwd=folder, env=env, capture_output=True, text=True, timeout=300, check=False)
     # pytest's own exit codes for a run whose cases ran (passed, or some failed or erred)
-    assert outcome.ret in (0, 1), outcome.stdout.str() + outcome.stderr.str()
+    assert done.returncode in (0, 1), done.stdout[-5000:] + done.stderr[-3000:]
     records = {}
-    for path in sorted(results.glob("*.json")):
+    for path in sorted((out / "results").glob("*.json")):
         record = read_record(path)
         record["place"] = place
         records[record["name"].split("/", 2)[2]] = record
-    return records, results.parent
+    return records, out

@@ -325,7 +325,10 @@ def begin_case(request, record, record_xml_attribute, board_name, flavour, place
     result record. The name and parameters go in before the board is asked anything, so
     that even a board that never boots leaves a record that says what was to run."""
 
-    def begin(name: str, **facts) -> str:
+    def begin(name: str, *, skip: str | None = None, **facts) -> str:
+        """``skip``: why the case is skipped before the board is asked anything (what the
+        place's tags already tell): its record says what was to run, and no board is
+        booted or flashed for it."""
         case = f"{board_name}/{flavour}/{name}"
         record_xml_attribute("name", case)
         record.facts.update({
@@ -351,6 +354,8 @@ def begin_case(request, record, record_xml_attribute, board_name, flavour, place
                if image_manifest.get("variant") else {}),
             **facts,
         })
+        if skip is not None:
+            pytest.skip(skip)
         # the shell first: it records the boot and flash attempts made for this case
         request.getfixturevalue("shell")
         record.facts["system"] = request.getfixturevalue("system_info").as_dict()

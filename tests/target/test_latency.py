@@ -27,9 +27,14 @@ def measurement(request, begin_case, board_name, thresholds_flavour, thresholds,
     duration_s = request.config.option.rt_duration
     # the loads as this board runs them (the suite may scale them per board)
     scenario = suite.for_board(board_name).scenario(scenario)
+    # a place without network tags cannot run a network load: known before any boot
+    no_network = None
+    if "network" in scenario.kinds and host_traffic is None:
+        why = place_tags.get("network", "no net_ping/net_stream tags on the place")
+        no_network = f"the board has no network: {why}"
     case = begin_case(case_name(scenario.name, interval_us), scenario=scenario.name,
                       loads=scenario.settings(), cpus_measured=scenario.cpus,
-                      interval_us=interval_us)
+                      interval_us=interval_us, skip=no_network)
     shell = request.getfixturevalue("shell")
     system_info = request.getfixturevalue("system_info")
     # the one judge of a case (rtlab.verdict.case), as the LAVA path plans it
@@ -53,9 +58,6 @@ def measurement(request, begin_case, board_name, thresholds_flavour, thresholds,
         affinity, measured = ",".join(map(str, isolated)), len(isolated)
     parts = list(scenario.loads)
     if "network" in scenario.kinds:
-        if host_traffic is None:
-            why = place_tags.get("network", "no net_ping/net_stream tags on the place")
-            pytest.skip(f"the board has no network: {why}")
         parts = [attr.evolve(p, traffic=host_traffic) if p.kind == "network" else p
                  for p in parts]
 

@@ -20,132 +20,142 @@ from rtlab.verdict.outcome import (
 from rtlab.verdict.thresholds import load_thresholds
 from tests.standin_board import THRESHOLDS, Behaviour, run_board
 
-pytest_plugins = ["pytester"]
-
 CASE = "cpu50/1000us"
 NETWORK = "network/1000us"
-LOST = "the board's console: Timeout exceeded."
-
-
-def one_board(pytester, monkeypatch, place, behaviour=None, *, cleanup=None,
-              extra=(), cases=(CASE,)):
-    behaviour = behaviour or Behaviour()
-    return run_board(pytester, monkeypatch, place, {case: behaviour for case in cases},
-                     cleanup=cleanup, extra=extra)
-
-
-# ------------------------------------------------------------ one board's run ----
-
-
-def test_a_clean_board_passes_and_its_record_keeps_the_judges_verdict(pytester, monkeypatch):
-    records, _ = one_board(pytester, monkeypatch, "b1")
-    record = records[CASE]
-    assert record["verdict"] == "pass", record["message"]
-    assert record["judged"] == {"verdict": "pass", "message": record["message"]}
-    assert board_outcome("b1", record).row == MEASURED
-    # the case's confidence is the pipeline's, decided when the case was planned
-    assert record["pipeline_cases"] == 1 and record["case_confidence"] == pytest.approx(0.98)
-
-
-def test_a_breach_fails(pytester, monkeypatch):
-    records, _ = one_board(pytester, monkeypatch, "b1", Behaviour(spike_us=500))
-    record = records[CASE]
-    assert record["verdict"] == "fail" and "CPU2 max 500 µs > max_us 150 µs" in record["message"]
-    assert board_outcome("b1", record).row == BREACHED
-
-
-def test_a_case_the_board_cannot_run_is_skipped(pytester, monkeypatch):
-    records, _ = one_board(pytester, monkeypatch, "b1", cases=(NETWORK,))
-    record = records[NETWORK]
-    assert record["verdict"] == "skipped" and "no network" in record["message"]
-    assert board_outcome("b1", record).row == LEFT_OUT
-
-
-def test_a_console_lost_before_measuring_is_an_error_with_nothing_measured(pytester, monkeypatch):
-    records, _ = one_board(pytester, monkeypatch, "b1", Behaviour(before="console lost"))
-    record = records[CASE]
-    assert record["verdict"] == "error" and "console lost" in record["message"]
-    assert "judged" not in record and "cpus" not in record
-    assert board_outcome("b1", record).row == ERRED_BEFORE
-
-
-def test_a_breach_survives_a_console_lost_while_its_trace_comes_back(pytester, monkeypatch):
-    """The issue's case: max_us exceeded, then pexpect's timeout while the trace is
-    collected. The record keeps fail, the error beside it; JUnit says failure."""
-    records, results = one_board(pytester, monkeypatch, "b1",
-                                 Behaviour(spike_us=500, broke=True, trace="console lost"),
-                                 extra=("--rt-trace", "always"))
-    record = records[CASE]
-    assert record["verdict"] == "fail", record
-    assert "CPU2 max 500 µs > max_us 150 µs" in record["message"]
-    assert record["error"].startswith("the trace could not be brought back: TIMEOUT")
-    assert record["trace"]["error"].startswith("the trace could not be brought back")
-    assert board_outcome("b1", record).row == BREACHED
-    [case] = ET.parse(pytester.path / "junit-b1.xml").getroot().iter("testcase")
-    assert [child.tag for child in case if child.tag in ("failure", "error")] == ["failure"]
-
-
-def test_a_breach_survives_a_cleanup_that_fails_after_the_last_case(pytester, monkeypatch):
-    records, _ = one_board(pytester, monkeypatch, "b1", Behaviour(spike_us=500),
-                           cleanup="PDU did not answer")
-    record = records[CASE]
-    assert record["verdict"] == "fail" and "max_us 150" in record["message"]
-    assert "PDU did not answer" in record["error"]
-
-
-def test_a_pass_then_a_failed_cleanup_is_an_error_whose_windows_still_count(pytester, monkeypatch):
-    records, _ = one_board(pytester, monkeypatch, "b1", cleanup="PDU did not answer")
-    record = records[CASE]
-    assert record["verdict"] == "error" and "PDU did not answer" in record["message"]
-    assert record["judged"]["verdict"] == "pass" and len(record["cpus"]) == 4
-    assert board_outcome("b1", record).row == ERRED_AFTER
-
-
-def test_a_condition_mismatch_voids_the_run(pytester, monkeypatch):
-    records, _ = one_board(pytester, monkeypatch, "b1", Behaviour(conditions="mismatch"))
-    record = records[CASE]
-    assert record["verdict"] == "error" and "RT throttling is on" in record["message"]
-    assert record["conditions"]["checks"]["rt_throttling"]["status"] == "mismatch"
-    assert board_outcome("b1", record).row == ERRED_BEFORE
-
-
-def test_a_run_whose_conditions_were_never_checked_is_no_pass(pytester, monkeypatch):
-    records, _ = one_board(pytester, monkeypatch, "b1", Behaviour(conditions="never"))
-    record = records[CASE]
-    assert record["verdict"] == "error"
-    assert record["message"].startswith("the run's conditions were never checked")
-    assert "judged" not in record
-    assert board_outcome("b1", record).row == ERRED_BEFORE
-
-
-def test_a_breach_that_ended_the_run_before_its_checks_still_fails(pytester, monkeypatch):
-    records, _ = one_board(pytester, monkeypatch, "b1",
-                           Behaviour(spike_us=500, broke=True, conditions="never"),
-                           extra=("--rt-trace", "always"))
-    record = records[CASE]
-    assert record["verdict"] == "fail" and "not_checked" in record["conditions"]
-    assert board_outcome("b1", record).row == BREACHED
-
-
-# ---------------------------------------------- pooled, and a bisection step ----
-
+CLEAN = Behaviour()
 BREACH = Behaviour(spike_us=500)
 BEFORE = Behaviour(before="console lost")
 VOID = Behaviour(conditions="mismatch")
 UNCHECKED = Behaviour(conditions="never")
 TRACE_LOST = Behaviour(spike_us=500, broke=True, trace="console lost")
-CLEAN = Behaviour()
-# case -> each board's row (b1..b4); the session's last case is the one whose cleanup fails
+BROKE_UNCHECKED = Behaviour(spike_us=500, broke=True, conditions="never")
+# case -> each board's row (b1..b4), one session per board; a network case comes last in
+# the suite's order, so a session's cleanup that fails lands on a skip (b1..b4) or, on
+# boards of one case (b5, b6), on a measured case
 MATRIX = {
     "idle/1000us": (CLEAN, CLEAN, CLEAN, CLEAN),
     "cpu25/1000us": (CLEAN, BREACH, CLEAN, CLEAN),
-    "cpu50/1000us": (CLEAN, BEFORE, CLEAN, VOID),
+    CASE: (CLEAN, BEFORE, CLEAN, VOID),
     "cpu75/1000us": (BEFORE, UNCHECKED, BEFORE, VOID),
     "cpu100/1000us": (TRACE_LOST, CLEAN, CLEAN, CLEAN),
-    NETWORK: (CLEAN, CLEAN, CLEAN, CLEAN),
+    "memory/1000us": (BROKE_UNCHECKED, CLEAN, CLEAN, CLEAN),
     "hackbench/1000us": (CLEAN, CLEAN, CLEAN, CLEAN),
+    NETWORK: (CLEAN, CLEAN, CLEAN, CLEAN),
 }
 PLACES = ("b1", "b2", "b3", "b4")
+HACKBENCH = "hackbench/1000us"
+
+
+@pytest.fixture(scope="module")
+def boards(tmp_path_factory):
+    """place -> (its records by case, its output folder): the suite's own fixtures and
+    record plugin on stand-in boards, one pytest session each."""
+    folder = tmp_path_factory.mktemp("boards")
+    runs = {place: run_board(folder, place,
+                             {case: rows[index] for case, rows in MATRIX.items()},
+                             cleanup="PDU did not answer" if place == "b4" else None,
+                             extra=("--rt-trace", "always"))
+            for index, place in enumerate(PLACES)}
+    runs["b5"] = run_board(folder, "b5", {HACKBENCH: CLEAN}, cleanup="PDU did not answer")
+    runs["b6"] = run_board(folder, "b6", {HACKBENCH: BREACH}, cleanup="PDU did not answer")
+    return runs
+
+
+def record_of(boards, place, case=CASE):
+    return boards[place][0][case]
+
+
+# ------------------------------------------------------------ one board's run ----
+
+
+def test_a_clean_board_passes_and_its_record_keeps_the_judges_verdict(boards):
+    record = record_of(boards, "b1")
+    assert record["verdict"] == "pass", record["message"]
+    assert record["judged"] == {"verdict": "pass", "message": record["message"]}
+    assert board_outcome("b1", record).row == MEASURED
+    # the case's confidence is the pipeline's, decided when the case was planned
+    assert record["pipeline_cases"] == len(MATRIX)
+    assert record["case_confidence"] == pytest.approx(1 - 0.02 / len(MATRIX))
+
+
+def test_a_breach_fails(boards):
+    record = record_of(boards, "b2", "cpu25/1000us")
+    assert record["verdict"] == "fail" and "CPU2 max 500 µs > max_us 150 µs" in record["message"]
+    assert board_outcome("b2", record).row == BREACHED
+
+
+def test_a_case_the_board_cannot_run_is_skipped_before_any_boot(boards):
+    record = record_of(boards, "b1", NETWORK)
+    assert record["verdict"] == "skipped" and "no network" in record["message"]
+    assert "infrastructure" not in record and "system" not in record
+    assert board_outcome("b1", record).row == LEFT_OUT
+
+
+def test_a_console_lost_before_measuring_is_an_error_with_nothing_measured(boards):
+    record = record_of(boards, "b2")
+    assert record["verdict"] == "error" and "console lost" in record["message"]
+    assert "judged" not in record and "cpus" not in record
+    assert board_outcome("b2", record).row == ERRED_BEFORE
+
+
+def test_a_breach_survives_a_console_lost_while_its_trace_comes_back(boards):
+    """The issue's case: max_us exceeded, then pexpect's timeout while the trace is
+    collected. The record keeps fail, the error beside it; JUnit says failure."""
+    record = record_of(boards, "b1", "cpu100/1000us")
+    assert record["verdict"] == "fail", record
+    assert "CPU2 max 500 µs > max_us 150 µs" in record["message"]
+    assert record["error"].startswith("the trace could not be brought back: TIMEOUT")
+    assert record["trace"]["error"].startswith("the trace could not be brought back")
+    assert board_outcome("b1", record).row == BREACHED
+    junit = boards["b1"][1] / "junit-b1.xml"
+    [case] = [c for c in ET.parse(junit).getroot().iter("testcase")
+              if "cpu100-1000us" in c.get("name", "") + c.get("classname", "")
+              or c.get("name") == "imx6q/rt/cpu100/1000us"]
+    assert [child.tag for child in case if child.tag in ("failure", "error")] == ["failure"]
+
+
+def test_a_breach_survives_a_cleanup_that_fails_after_the_last_case(boards):
+    record = record_of(boards, "b6", HACKBENCH)
+    assert record["verdict"] == "fail" and "max_us 150" in record["message"]
+    assert "PDU did not answer" in record["error"]
+    assert board_outcome("b6", record).row == BREACHED
+
+
+def test_a_pass_then_a_failed_cleanup_is_an_error_whose_windows_still_count(boards):
+    record = record_of(boards, "b5", HACKBENCH)
+    assert record["verdict"] == "error" and "PDU did not answer" in record["message"]
+    assert record["judged"]["verdict"] == "pass" and len(record["cpus"]) == 4
+    assert board_outcome("b5", record).row == ERRED_AFTER
+
+
+def test_a_skip_stays_a_skip_when_the_cleanup_fails_after_it(boards):
+    record = record_of(boards, "b4", NETWORK)
+    assert record["verdict"] == "skipped" and "PDU did not answer" in record["error"]
+
+
+def test_a_condition_mismatch_voids_the_run(boards):
+    record = record_of(boards, "b4")
+    assert record["verdict"] == "error" and "RT throttling is on" in record["message"]
+    assert record["conditions"]["checks"]["rt_throttling"]["status"] == "mismatch"
+    assert board_outcome("b4", record).row == ERRED_BEFORE
+
+
+def test_a_run_whose_conditions_were_never_checked_is_no_pass(boards):
+    record = record_of(boards, "b2", "cpu75/1000us")
+    assert record["verdict"] == "error"
+    assert record["message"].startswith("the run's conditions were never checked")
+    assert "judged" not in record
+    assert board_outcome("b2", record).row == ERRED_BEFORE
+
+
+def test_a_breach_that_ended_the_run_before_its_checks_still_fails(boards):
+    record = record_of(boards, "b1", "memory/1000us")
+    assert record["verdict"] == "fail" and "not_checked" in record["conditions"]
+    assert record["broke"] is True
+    assert board_outcome("b1", record).row == BREACHED
+
+
+# ---------------------------------------------- pooled, and a bisection step ----
 
 
 def pooled(replicas, thresholds, boards_planned=None):
@@ -156,26 +166,16 @@ def pooled(replicas, thresholds, boards_planned=None):
 
 
 def test_every_board_outcome_means_the_same_alone_pooled_and_in_a_bisection_step(
-        pytester, monkeypatch):
+        boards, tmp_path):
     from rtlab.measure.suite import load_suite
 
-    runs = {place: run_board(pytester, monkeypatch, place,
-                             {case: rows[index] for case, rows in MATRIX.items()},
-                             extra=("--rt-trace", "always"))
-            for index, place in enumerate(PLACES)}
-    # a fifth board whose session's cleanup fails after its one case: a network case
-    # comes last in the suite's order, so the others' last case is a skip
-    runs["b5"] = run_board(pytester, monkeypatch, "b5", {"hackbench/1000us": CLEAN},
-                           cleanup="PDU did not answer", extra=("--rt-trace", "always"))
-    assert runs["b5"][0]["hackbench/1000us"]["verdict"] == "error"
-    # the skip that came last on the others stays a skip
-    assert {runs[p][0][NETWORK]["verdict"] for p in PLACES} == {"skipped"}
-    thresholds_path = pytester.path / "thresholds.yaml"
+    thresholds_path = tmp_path / "thresholds.yaml"
     thresholds_path.write_text(THRESHOLDS)
     thresholds = load_thresholds(thresholds_path, load_suite())
+    runs = boards
 
     for case in MATRIX:
-        places = ("b1", "b2", "b5", "b4") if case == "hackbench/1000us" else PLACES
+        places = ("b1", "b2", "b5", "b4") if case == HACKBENCH else PLACES
         replicas = [Replica(place, "done", runs[place][0][case]) for place in places]
         # one board pooled alone means what that board's own run means; a bisection step
         # counts exactly the boards whose windows count
@@ -220,7 +220,11 @@ def test_every_board_outcome_means_the_same_alone_pooled_and_in_a_bisection_step
             assert everyone["message"] == ("skipped on every board: Skipped: the board has "
                                            "no network: no net_ping/net_stream tags on the "
                                            "place")
+        elif case == "memory/1000us":
+            # a breach that ended the run before its checks: a fail, pooled too
+            assert everyone["verdict"] == "fail" and rows[0] == BREACHED
         else:
+            assert case == HACKBENCH
             # b5's cleanup failed after it measured: its windows count, the case passes on
             # the clean boards and names it
             assert everyone["verdict"] == "pass", everyone["message"]
@@ -233,4 +237,10 @@ def test_every_board_outcome_means_the_same_alone_pooled_and_in_a_bisection_step
         # a board that never began the plan is named, and leaves the rest to the others
         short = pooled(replicas[:2], thresholds, boards_planned=3)
         assert "1 place(s) never began the plan" in short["message"] or \
-            short["verdict"] == "fail", short["message"]
+            short["verdict"] in ("fail", "skipped"), short["message"]
+    # a breach and a cleanup that failed after it, pooled with a clean board
+    both = pooled([Replica("b1", "done", record_of(boards, "b1", HACKBENCH)),
+                   Replica("b6", "done", record_of(boards, "b6", HACKBENCH))], thresholds)
+    assert both["verdict"] == "fail"
+    assert "b6: CPU2 max 500 µs > max_us 150 µs" in both["message"]
+    assert "(then: cleanup of the place failed: PDU did not answer)" in both["message"]

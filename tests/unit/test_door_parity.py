@@ -27,8 +27,6 @@ from rtlab.verdict.thresholds import load_thresholds
 from tests.sqlite_store import ingested
 from tests.standin_board import Behaviour, run_board
 
-pytest_plugins = ["pytester"]
-
 DATA = REPO_ROOT / "tests" / "data" / "lava"
 CASE = "cpu50/1000us"
 JOBS = 4
@@ -46,8 +44,7 @@ JUDGED = ("thresholds", "statistics", "pipeline_cases", "case_confidence", "base
           "comparison", "broke", "judged", "verdict", "message")
 
 
-def test_every_door_judges_the_same_window_alike_with_the_pipelines_case_count(
-        pytester, monkeypatch):
+def test_every_door_judges_the_same_window_alike_with_the_pipelines_case_count(tmp_path):
     job_text = (DATA / "qemu-imx6q-rt-job.yaml").read_text()
     plan = plan_of_job(job_text, "job")
     log_text = (DATA / "qemu-imx6q-rt-lava-run.log").read_text()
@@ -60,15 +57,15 @@ def test_every_door_judges_the_same_window_alike_with_the_pipelines_case_count(
 
     # the results store: three earlier runs of the series on the stand-in boards, two boots
     for index, place in enumerate(("base1", "base2", "base3")):
-        _, folder = run_board(pytester, monkeypatch, place,
+        _, folder = run_board(tmp_path, place,
                               {name: Behaviour(json=window if name == CASE else None,
                                                seed=index) for name in latency},
                               board="qemu-imx6q", thresholds=THRESHOLDS,
                               duration_s=plan.duration_s)
-        url = ingested(folder / "results", pytester.path / "store.db")
+        url = ingested(folder / "results", tmp_path / "store.db")
 
     # the one-board door: the suite on a stand-in board answering with the job's window
-    boards, folder = run_board(pytester, monkeypatch, "q1",
+    boards, folder = run_board(tmp_path, "q1",
                                {name: Behaviour(json=window if name == CASE else None)
                                 for name in latency},
                                board="qemu-imx6q", thresholds=THRESHOLDS,
@@ -80,18 +77,18 @@ def test_every_door_judges_the_same_window_alike_with_the_pipelines_case_count(
     # the LAVA door: the job rendered for a pipeline of 4 jobs, its log read back
     job = YAML(typ="safe").load(job_text)
     job["metadata"][METADATA_KEY] = attr.evolve(plan, pipeline_jobs=JOBS).to_json()
-    job_file = pytester.path / "job.yaml"
+    job_file = tmp_path / "job.yaml"
     with job_file.open("w") as out:
         YAML().dump(job, out)
-    (pytester.path / "lava.log").write_text(log_text)
+    (tmp_path / "lava.log").write_text(log_text)
     # the file the on-board suite judged by (the limits' sources name it)
-    thresholds_file = pytester.path / "thresholds.yaml"
+    thresholds_file = tmp_path / "thresholds.yaml"
     assert main(["lava", "records", "--job", str(job_file), "--log",
-                 str(pytester.path / "lava.log"), "--out", str(pytester.path / "lava"),
+                 str(tmp_path / "lava.log"), "--out", str(tmp_path / "lava"),
                  "--thresholds", str(thresholds_file), "--baseline-db", url,
                  "--baseline-ref", ""]) in (0, 1)
     [lava] = [json.loads(path.read_text())
-              for path in (pytester.path / "lava" / "results").glob("*.json")
+              for path in (tmp_path / "lava" / "results").glob("*.json")
               if json.loads(path.read_text())["name"].endswith(f"/{CASE}")]
 
     # the pooled door: the one board's record pooled alone, compared as the pool compares
