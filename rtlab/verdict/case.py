@@ -253,7 +253,8 @@ class LatencyCase:
         wakeups = sum(cpu.cycles for cpu in combined.cpus)
         cpus = len(combined.cpus) + len(combined.no_wakeup)
         limit = self.plan.limits.get("max_us")
-        boards = f" × {self.boots} boards" if self.boots > 1 else ""
+        # pooled boards side by side: the CPUs counted are every board's together
+        boards = f" of {self.boots} boards" if self.boots > 1 else ""
         exposure = (f"{_count(wakeups)} wake-ups ({cpus} CPU{'s' if cpus != 1 else ''}"
                     f"{boards}, {_when(self.measured_s)})")
         if limit is not None:

@@ -106,7 +106,7 @@ def test_a_case_on_two_boards_is_judged_once_on_both_and_names_them(lab):
         (place, cpu, 15000) for place in ("imx6q-01", "imx6q-02") for cpu in range(4)]
     assert first["cpus"][5]["max_us"] == replica("imx6q-02", CASES[0], seed=1)["cpus"][1][
         "max_us"]
-    assert "× 2 boards" in first["message"] and "(8 CPUs × 2 boards" in first["message"]
+    assert "(8 CPUs of 2 boards" in first["message"]
     assert "replica_of" not in first and first["place"] is None
     # the pooled cases' JUnit, one case each
     [junit] = out.glob("junit-pooled-*.xml")
@@ -145,6 +145,25 @@ def test_one_board_past_max_us_fails_the_pooled_case(lab):
     [record] = pool(queue, out, replicas)[:1]
     assert record["verdict"] == "fail"
     assert "max" in record["message"] and "150" in record["message"], record["message"]
+
+
+def test_boards_with_different_cpu_counts_pool_each_judged_on_its_own_cpus(lab):
+    """A replica of two CPUs beside one of four made combine() raise inside pool_plan:
+    no pooled record for any case. Side by side, each board keeps its own CPUs, and a
+    spike on one board's CPU is that board's, not a mixture of CPU k of every board."""
+    queue, out, replicas, places = lab
+    two = replica("imx6q-01", CASES[0], seed=1)
+    two["cpus"] = two["cpus"][:2]
+    measure(places, replicas, two)
+    measure(places, replicas, replica("imx6q-02", CASES[0], seed=2))
+    for seed, place in enumerate(places):
+        measure(places, replicas, replica(place, CASES[1], seed=seed + 5))
+    first, second = pool(queue, out, replicas)
+    assert first["verdict"] == "pass", first["message"]
+    assert [(c["place"], c["cpu"]) for c in first["cpus"]] == [
+        ("imx6q-01", 0), ("imx6q-01", 1), *(("imx6q-02", cpu) for cpu in range(4))]
+    assert "(6 CPUs of 2 boards" in first["message"]
+    assert second["verdict"] == "pass"
 
 
 def test_a_case_no_board_measured_is_an_error_naming_why(lab):
