@@ -36,7 +36,7 @@ from rtlab.measure.window import (
     started_loads,
 )
 from rtlab.verdict.baseline import Baseline, no_baseline
-from rtlab.verdict.case import PASS, CasePlan, plan_case
+from rtlab.verdict.case import FAIL, PASS, CasePlan, LatencyCase, plan_case
 from rtlab.verdict.judge import judge_rt_tool, rt_tool_limits
 from rtlab.verdict.thresholds import Threshold, Thresholds
 
@@ -52,6 +52,10 @@ BaselineFor = Callable[[CasePlan, Sequence[str], float], Baseline]
 
 class CaseError(Exception):
     """The case is an error (no statement about latency); the message says why."""
+
+
+class VoidRun(CaseError):
+    """The window ran, but not as the case claims (a condition mismatch)."""
 
 
 @attr.frozen
@@ -154,7 +158,7 @@ class _Case:
         except RunNotValid as error:
             # void, as on the labgrid path: an error that keeps what the board had
             self.facts["conditions"] = error.conditions.facts()
-            raise CaseError(str(error)) from None
+            raise VoidRun(str(error)) from None
         except (ProgramFailed, LoadNotEffective, ValueError) as error:
             raise CaseError(str(error)) from None
         if window.conditions is not None:
@@ -172,21 +176,22 @@ class _Case:
         self.facts["command"] = list(case.program)
         load_cpus = list(case.load_cpus) if case.load_cpus is not None else None
         self.facts["load_cpus"] = load_cpus
-        window = self.window(case.parts(), plan.load_cpu_count(case), load_cpus)
+        measured = judge.measure(window_s=plan.duration_s, cap_s=plan.duration_s,
+                                 baseline=baseline_for(judge, case.program, plan.duration_s))
+        try:
+            window = self.window(case.parts(), plan.load_cpu_count(case), load_cpus)
+        except VoidRun as void:
+            # as on labgrid: a breach in the void window survives the void, told beside it
+            if self._breached(measured):
+                self.facts["error"] = str(void)
+                return "fail", self.facts["judged"]["message"]
+            raise
         self.facts["load_check"] = {**window.load_facts,
                                     "loadavg_before": window.loadavg_before,
                                     "temperatures_mc": list(map(list, window.temperatures_mc))}
         if window.exit_code != 0:
             raise CaseError(f"cyclictest exited {window.exit_code}: {window.output}")
-        where = f"{self.facts['name']}: {case.json_path} of LAVA job {self.job_id}"
-        try:
-            result = cyclictest.parse_json(self.text(RESULT_JSON), source=where,
-                                           expected_threads=case.threads)
-        except cyclictest.CyclictestParseError as error:
-            raise CaseError(str(error)) from None
-        measured = judge.measure(window_s=plan.duration_s, cap_s=plan.duration_s,
-                                 baseline=baseline_for(judge, case.program, plan.duration_s))
-        measured.add(result)
+        measured.add(self._result())
         self.facts.update(measured.record_facts())
         outcome = measured.outcome()
         if case.conditions is not None and window.conditions is None and outcome.verdict == PASS:
@@ -199,6 +204,27 @@ class _Case:
         # the judge's verdict on the window, kept whatever comes next (rtlab.verdict.outcome)
         self.facts["judged"] = {"verdict": outcome.verdict, "message": outcome.message}
         return outcome.verdict, outcome.message
+
+    def _result(self) -> cyclictest.CyclictestResult:
+        where = f"{self.facts['name']}: {self.case.json_path} of LAVA job {self.job_id}"
+        try:
+            return cyclictest.parse_json(self.text(RESULT_JSON), source=where,
+                                         expected_threads=self.case.threads)
+        except cyclictest.CyclictestParseError as error:
+            raise CaseError(str(error)) from None
+
+    def _breached(self, measured: LatencyCase) -> bool:
+        """Whether the window's wake-ups, judged, show a breach (kept as ``judged``)."""
+        try:
+            measured.add(self._result())
+        except CaseError:
+            return False
+        outcome = measured.outcome()
+        if outcome.verdict != FAIL:
+            return False
+        self.facts.update(measured.record_facts())
+        self.facts["judged"] = {"verdict": outcome.verdict, "message": outcome.message}
+        return True
 
     def judge_rt_test(self, thresholds: Thresholds) -> tuple[str, str]:
         """As tests/target/test_rttests.py judges a tool's run on the idle board."""

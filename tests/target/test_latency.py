@@ -125,8 +125,10 @@ def measurement(request, begin_case, board_name, thresholds_flavour, thresholds,
         _disarm_quietly(shell, tracing)
         raise InfrastructureError(str(error)) from error
     except RunNotValid as error:
-        # void: an error whose record keeps what the board had beside what was required
+        # void: an error whose record keeps what the board had beside what was required;
+        # a breach in the same window survives it (the void is told beside the fail)
         record.facts["conditions"] = error.conditions.facts()
+        _keep_breach(judging, read_result, record)
         _disarm_quietly(shell, tracing)
         raise
     except BaseException:
@@ -177,6 +179,21 @@ def measurement(request, begin_case, board_name, thresholds_flavour, thresholds,
         record.message = outcome.message
         record_property("rules_out", outcome.message)
     return outcome
+
+
+def _keep_breach(judging, read_result, record) -> None:
+    """A void window's wake-ups judged all the same: a breach among them is kept as the
+    record's ``judged`` fail (rtlab.verdict.outcome), so that the void, which may well be
+    its cause, is told beside it and never over it. Nothing readable: the void alone."""
+    try:
+        judging.add(read_result())
+    except Exception:
+        logging.getLogger(__name__).exception("reading a void window's result")
+        return
+    outcome = judging.outcome()
+    if outcome.verdict == "fail":
+        record.facts.update(judging.record_facts())
+        record.facts["judged"] = {"verdict": outcome.verdict, "message": outcome.message}
 
 
 def _arm_trace(request, shell, record, limits, scenario: str,

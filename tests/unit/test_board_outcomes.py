@@ -29,6 +29,7 @@ VOID = Behaviour(conditions="mismatch")
 UNCHECKED = Behaviour(conditions="never")
 TRACE_LOST = Behaviour(spike_us=500, broke=True, trace="console lost")
 BROKE_UNCHECKED = Behaviour(spike_us=500, broke=True, conditions="never")
+VOID_BREACH = Behaviour(spike_us=500, conditions="mismatch")
 # case -> each board's row (b1..b4), one session per board; a network case comes last in
 # the suite's order, so a session's cleanup that fails lands on a skip (b1..b4) or, on
 # boards of one case (b5, b6), on a measured case
@@ -40,6 +41,7 @@ MATRIX = {
     "cpu100/1000us": (TRACE_LOST, CLEAN, CLEAN, CLEAN),
     "memory/1000us": (BROKE_UNCHECKED, CLEAN, CLEAN, CLEAN),
     "hackbench/1000us": (CLEAN, CLEAN, CLEAN, CLEAN),
+    "disk/1000us": (CLEAN, VOID_BREACH, CLEAN, CLEAN),
     NETWORK: (CLEAN, CLEAN, CLEAN, CLEAN),
 }
 PLACES = ("b1", "b2", "b3", "b4")
@@ -140,6 +142,15 @@ def test_a_condition_mismatch_voids_the_run(boards):
     assert board_outcome("b4", record).row == ERRED_BEFORE
 
 
+def test_a_breach_in_a_void_window_fails_with_the_void_beside_it(boards):
+    """A condition mismatch may well cause the breach; it never hides it."""
+    record = record_of(boards, "b2", "disk/1000us")
+    assert record["verdict"] == "fail", record["message"]
+    assert "CPU2 max 500 µs > max_us 150 µs" in record["message"]
+    assert "RT throttling is on" in record["error"]
+    assert board_outcome("b2", record).row == BREACHED
+
+
 def test_a_run_whose_conditions_were_never_checked_is_no_pass(boards):
     record = record_of(boards, "b2", "cpu75/1000us")
     assert record["verdict"] == "error"
@@ -220,6 +231,9 @@ def test_every_board_outcome_means_the_same_alone_pooled_and_in_a_bisection_step
             assert everyone["message"] == ("skipped on every board: Skipped: the board has "
                                            "no network: no net_ping/net_stream tags on the "
                                            "place")
+        elif case == "disk/1000us":
+            assert everyone["verdict"] == "fail" and rows[1] == BREACHED
+            assert "then: the run is not what it claims" in everyone["message"]
         elif case == "memory/1000us":
             # a breach that ended the run before its checks: a fail, pooled too
             assert everyone["verdict"] == "fail" and rows[0] == BREACHED

@@ -630,3 +630,31 @@ def test_a_case_whose_conditions_were_never_checked_is_no_pass(loose_gate):
     assert "judged" not in record and "not_checked" in record["conditions"]
     # the other cases of the job, whose plan asks for no checks, pass as before
     assert judged["idle/1000us"]["verdict"] == "pass"
+
+
+def test_a_breach_in_a_void_window_fails_with_the_void_beside_it(tmp_path, monkeypatch):
+    """As on labgrid: a condition mismatch voids a window, but a breach among its
+    wake-ups survives it (a fail with the mismatch beside it); without one, it is void."""
+    from rtlab.measure.conditions import (
+        MISMATCH,
+        Check,
+        Conditions,
+        MeasuringThreads,
+        Requirements,
+        RunNotValid,
+    )
+
+    def void(program, parts, opened, end, exit_code, output, *, conditions=None, **_):
+        raise RunNotValid(Conditions(
+            checks=(Check("rt_throttling", "off", "950000", MISMATCH,
+                          ("RT throttling is on (sched_rt_runtime_us 950000)",)),),
+            snapshots=("late",), requirements=Requirements(),
+            measuring=MeasuringThreads("cyclictest", 90, (0, 1, 2, 3)), flavour="rt"))
+
+    monkeypatch.setattr(records, "judge_window", void)
+    low = judge(LOG.read_text(), gate(tmp_path, 50))["cpu50/1000us"]
+    assert low["verdict"] == "fail" and "> max_us 50 µs" in low["message"]
+    assert low["error"].startswith("the run is not what it claims: RT throttling is on")
+    high = judge(LOG.read_text(), gate(tmp_path, 10_000_000))["cpu50/1000us"]
+    assert high["verdict"] == "error" and "judged" not in high
+    assert high["message"].startswith("the run is not what it claims")
