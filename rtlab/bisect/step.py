@@ -85,6 +85,11 @@ def case_histogram(folder: Path, case: str) -> tuple[Histogram | None, str | Non
     outcome = board_outcome(str(record.get("place") or folder.name), record)
     if not outcome.counts:
         return None, f"{record.get('verdict')}: {record.get('message', '')}"
+    checks = ((record.get("conditions") or {}).get("checks") or {}).values()
+    if any(check.get("status") == "mismatch" for check in checks):
+        # a breach in a void window fails a gate case, but is no measurement of a kernel
+        return None, (f"the run of {case} was not what it claims: "
+                      f"{record.get('error') or record.get('message', '')}")
     if record.get("broke"):
         return None, (f"the run of {case} ended at its first breach (--breaktrace): a boot "
                       f"cut short is no boot of the step ({folder})")
