@@ -121,6 +121,11 @@ def replicated_run(vlab, image, tmp_path_factory, wide_suite, shared_run):
     return runner.returncode, output, out
 
 
+# in make test FULL=1 (with the report over both pipelines, which needs this run too):
+# make test replicates gate cases on the rack in tests/integration/test_gate_outcomes.py,
+# and holds a board that fails mid-case on stand-in boards (tests/unit/test_board_outcomes.py)
+# and in tests/unit/test_pooling.py
+@pytest.mark.full
 def test_a_gate_case_on_both_places_is_judged_pooled_and_a_failed_board_leaves_it(
         replicated_run):
     code, output, out = replicated_run
@@ -154,6 +159,7 @@ def test_a_gate_case_on_both_places_is_judged_pooled_and_a_failed_board_leaves_i
         f"qemu-imx6q/rt/{case}" for case in GATE)
 
 
+@pytest.mark.full
 def test_the_report_pools_the_kernels_exposure_over_both_pipelines(shared_run,
                                                                    replicated_run, tmp_path):
     db = f"sqlite:///{tmp_path / 'results.db'}"
