@@ -97,13 +97,24 @@ class PlannedCase:
     """What the run must have been (rtlab.measure.conditions): the suite's requirements for
     the board and scenario, the measuring program and its CPUs (None: not checked)."""
 
-    def checked(self, plan: "Plan") -> CaseConditions | None:
-        """The conditions the case's window checks on the board, as a labgrid run checks
-        them (tests/target/test_latency.py)."""
+    @property
+    def requirements(self) -> Requirements | None:
+        """What the case's run must have been, as the job was rendered (the suite's
+        requirements for the board and scenario; None: a job that checks none)."""
         if self.conditions is None:
             return None
+        return Requirements().changed(dict(self.conditions["requirements"]))
+
+    def checked(self, plan: "Plan",
+                requirements: Requirements | None = None) -> CaseConditions | None:
+        """The conditions the case's window checks on the board, as a labgrid run checks
+        them (tests/target/test_latency.py): ``requirements`` as the case's plan carries
+        them (rtlab.verdict.case.CasePlan), by default as the job was rendered."""
+        requirements = requirements or self.requirements
+        if self.conditions is None or requirements is None:
+            return None
         return CaseConditions(
-            Requirements().changed(dict(self.conditions["requirements"])),
+            requirements,
             MeasuringThreads(self.conditions["program"], plan.priority,
                              tuple(self.conditions["cpus"])),
             plan.flavour)

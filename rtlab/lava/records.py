@@ -22,7 +22,7 @@ from rtlab.lava.joblog import Evidence, JobLog
 from rtlab.lava.plan import Plan, PlanError, PlannedCase
 from rtlab.lava.render import TEST_NAME
 from rtlab.measure import cyclictest, rttests
-from rtlab.measure.conditions import RunNotValid
+from rtlab.measure.conditions import Requirements, RunNotValid
 from rtlab.measure.facts import Answer, FactsError, replay_system_info
 from rtlab.measure.loads import LoadNotEffective, LoadPart
 from rtlab.measure.rttests import board as rt_board
@@ -36,7 +36,7 @@ from rtlab.measure.window import (
     started_loads,
 )
 from rtlab.verdict.baseline import Baseline, no_baseline
-from rtlab.verdict.case import FAIL, PASS, CasePlan, LatencyCase, plan_case
+from rtlab.verdict.case import FAIL, PASS, CasePlan, LatencyCase, TraceChoice, plan_case
 from rtlab.verdict.judge import judge_rt_tool, rt_tool_limits
 from rtlab.verdict.thresholds import Threshold, Thresholds
 
@@ -48,6 +48,10 @@ RESULT_JSON = "result.json"
 
 # (the case's plan, its command, its length) -> its eligible baseline
 BaselineFor = Callable[[CasePlan, Sequence[str], float], Baseline]
+
+
+# a LAVA job runs each case as one window to its end: no trace is armed, no run broken
+LAVA_TRACE = TraceChoice(False, "a LAVA job keeps no trace of a breach")
 
 
 class CaseError(Exception):
@@ -135,8 +139,8 @@ class _Case:
             raise CaseError(f"the board wrote no {name} for the case")
         return files[name].decode(errors="replace")
 
-    def window(self, parts: list[LoadPart], cpus: int,
-               load_cpus: list[int] | None) -> Window:
+    def window(self, parts: list[LoadPart], cpus: int, load_cpus: list[int] | None,
+               requirements: Requirements | None = None) -> Window:
         """The case's window from its evidence, the loads proven (rtlab.measure.window)."""
         program = list(self.case.program)
         start_rc = self.text("start.rc").strip()
@@ -154,7 +158,7 @@ class _Case:
             window = judge_window(program, parts, opened, end, exit_code,
                                   self.text("program.out").rstrip("\n"), cpus=cpus,
                                   duration_s=self.case.wait_s, load_cpus=load_cpus,
-                                  conditions=self.case.checked(self.plan))
+                                  conditions=self.case.checked(self.plan, requirements))
         except RunNotValid as error:
             # void, as on the labgrid path: an error that keeps what the board had
             self.facts["conditions"] = error.conditions.facts()
@@ -171,7 +175,8 @@ class _Case:
         plan, case = self.plan, self.case
         judge = plan_case(thresholds, board=plan.board, flavour=plan.flavour,
                           scenario=case.scenario, interval_us=case.interval_us,
-                          cases=plan.pipeline_cases)
+                          cases=plan.pipeline_cases, trace=LAVA_TRACE,
+                          requirements=case.requirements)
         self.facts.update(judge.facts())
         self.facts["command"] = list(case.program)
         load_cpus = list(case.load_cpus) if case.load_cpus is not None else None
@@ -179,7 +184,8 @@ class _Case:
         measured = judge.measure(window_s=plan.duration_s, cap_s=plan.duration_s,
                                  baseline=baseline_for(judge, case.program, plan.duration_s))
         try:
-            window = self.window(case.parts(), plan.load_cpu_count(case), load_cpus)
+            window = self.window(case.parts(), plan.load_cpu_count(case), load_cpus,
+                                 judge.requirements)
         except VoidRun as void:
             # as on labgrid: a breach in the void window survives the void, told beside it
             if self._breached(measured):

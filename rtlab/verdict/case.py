@@ -27,6 +27,7 @@ from typing import Any
 
 import attr
 
+from rtlab.measure.conditions import Requirements
 from rtlab.measure.cyclictest import CyclictestResult, combine
 from rtlab.verdict.baseline import Baseline
 from rtlab.verdict.comparison import NO_CHANGE, REGRESSION, Comparison, quantile_name
@@ -73,6 +74,18 @@ def rate_bound(wakeups: int, confidence: float = RATE_CONFIDENCE) -> float:
 
 
 @attr.frozen
+class TraceChoice:
+    """Whether the case arms the kernel's trace (and with it cyclictest's --breaktrace at
+    max_us), and why (rtlab.verdict.trace_choice.choose_trace on the labgrid door)."""
+
+    wanted: bool
+    why: str
+
+
+NO_TRACE = TraceChoice(False, "the door keeps no trace of a breach")
+
+
+@attr.frozen
 class CasePlan:
     """What one latency case is judged by, decided once when it is planned and carried to
     whichever door measures it (a labgrid run, a pooled replica, a LAVA job, a bisection
@@ -89,6 +102,12 @@ class CasePlan:
     cases: int = 1
     """The pipeline's gated latency cases that share its false-fail rate (this job's
     cases × the pipeline's jobs that judge as many)."""
+    trace: TraceChoice = NO_TRACE
+    """A window that ends at a breach (``broke``) is judged by it."""
+    requirements: Requirements | None = None
+    """What the run must have been to count (suite.yaml's requirements for the board and
+    scenario), checked while each window runs; None: the door checks none (a pooled case
+    judges windows its replicas checked)."""
 
     def __attrs_post_init__(self) -> None:
         # the confidence is checked when the case is planned, not when it is first judged
@@ -125,14 +144,15 @@ class CasePlan:
 
 
 def plan_case(thresholds: Thresholds, *, board: str, flavour: str, scenario: str,
-              interval_us: int, cases: int) -> CasePlan:
-    """The case's limits and policy, and the pipeline's case count (errors as
-    :meth:`Thresholds.lookup`: an unknown board or flavour is a ValueError, which a runner
-    reports as the case's error; a case count below 1 too)."""
+              interval_us: int, cases: int, trace: TraceChoice = NO_TRACE,
+              requirements: Requirements | None = None) -> CasePlan:
+    """The case's limits and policy, the pipeline's case count, its trace choice and run
+    requirements (errors as :meth:`Thresholds.lookup`: an unknown board or flavour is a
+    ValueError, which a runner reports as the case's error; a case count below 1 too)."""
     return CasePlan(board, flavour, scenario, interval_us,
                     thresholds.lookup(board, flavour, scenario, interval_us),
                     thresholds.statistics(board, flavour, scenario, interval_us),
-                    cases=cases)
+                    cases=cases, trace=trace, requirements=requirements)
 
 
 @attr.frozen

@@ -14,7 +14,7 @@ from rtlab.measure.suite import case_name
 from rtlab.measure.window import ProgramFailed, run_window, run_windows
 from rtlab.pytestplugin.record import job_path
 from rtlab.util.errors import InfrastructureError
-from rtlab.verdict.case import plan_case
+from rtlab.verdict.case import TraceChoice, plan_case
 
 pytestmark = pytest.mark.rtlab_kind("cyclictest")
 
@@ -40,7 +40,10 @@ def measurement(request, begin_case, board_name, thresholds_flavour, thresholds,
     # the one judge of a case (rtlab.verdict.case), as the LAVA path plans it
     plan = plan_case(thresholds, board=board_name, flavour=thresholds_flavour,
                      scenario=scenario.name, interval_us=interval_us,
-                     cases=request.getfixturevalue("pipeline_cases"))
+                     cases=request.getfixturevalue("pipeline_cases"),
+                     trace=TraceChoice(*request.getfixturevalue("trace_choice")(
+                         scenario.name, interval_us)),
+                     requirements=suite.requirements_for(board_name, scenario.name))
     limits = plan.limits
     record.facts.update(plan.facts())
 
@@ -62,7 +65,7 @@ def measurement(request, begin_case, board_name, thresholds_flavour, thresholds,
                  for p in parts]
 
     window_s = request.config.option.rt_window
-    tracing = _arm_trace(request, shell, record, limits, scenario.name, interval_us)
+    tracing = _arm_trace(request, shell, record, plan)
     command = cyclictest.build_command(
         interval_us=interval_us, duration_s=window_s or duration_s, priority=suite.priority,
         histogram_us=suite.histogram_us, json_path=JSON_ON_BOARD, histfile_path=HIST_ON_BOARD,
@@ -83,7 +86,7 @@ def measurement(request, begin_case, board_name, thresholds_flavour, thresholds,
     # what the run must have been to count (suite.yaml's requirements), checked on the
     # board while each window runs: -S pins a thread to each CPU the process may use
     conditions = CaseConditions(
-        suite.requirements_for(board_name, scenario.name),
+        plan.requirements,
         MeasuringThreads(command[0], suite.priority,
                          tuple(isolated) if affinity else tuple(housekeeping)),
         thresholds_flavour)
@@ -196,14 +199,13 @@ def _keep_breach(judging, read_result, record) -> None:
         record.facts["judged"] = {"verdict": outcome.verdict, "message": outcome.message}
 
 
-def _arm_trace(request, shell, record, limits, scenario: str,
-               interval_us: int) -> trace.TraceSettings | None:
-    """The kernel's trace armed for a break at max_us where the case asks for it and the
-    board can; the record says whether, and why not. A board that cannot trace runs the
-    case without it: that is no error of the case."""
-    wanted, why = request.getfixturevalue("trace_choice")(scenario, interval_us)
-    facts = record.facts["trace"] = {"requested": wanted, "why": why}
-    if not wanted:
+def _arm_trace(request, shell, record, plan) -> trace.TraceSettings | None:
+    """The kernel's trace armed for a break at max_us where the case's plan asks for it
+    and the board can; the record says whether, and why not. A board that cannot trace
+    runs the case without it: that is no error of the case."""
+    limits = plan.limits
+    facts = record.facts["trace"] = {"requested": plan.trace.wanted, "why": plan.trace.why}
+    if not plan.trace.wanted:
         return None
     if "max_us" not in limits:
         facts.update(available=False, reason="the case has no max_us to break at")

@@ -8,6 +8,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from rtlab.bisect.step import case_histogram
+from rtlab.measure.suite import load_suite
 from rtlab.run.pooling import Judging, Replica, pool_case
 from rtlab.verdict.outcome import (
     BREACHED,
@@ -75,9 +76,14 @@ def test_a_clean_board_passes_and_its_record_keeps_the_judges_verdict(boards):
     assert record["verdict"] == "pass", record["message"]
     assert record["judged"] == {"verdict": "pass", "message": record["message"]}
     assert board_outcome("b1", record).row == MEASURED
-    # the case's confidence is the pipeline's, decided when the case was planned
+    # the case's confidence is the pipeline's, decided when the case was planned, and so
+    # are its trace choice and its run requirements (rtlab.verdict.case.CasePlan)
     assert record["pipeline_cases"] == len(MATRIX)
     assert record["case_confidence"] == pytest.approx(1 - 0.02 / len(MATRIX))
+    assert record["trace"]["requested"] is True and record["trace"]["why"] == "--rt-trace always"
+    assert record["conditions"]["requirements"] == load_suite().requirements_for(
+        "imx6q", "cpu50").as_dict()
+    assert record_of(boards, "b5", HACKBENCH)["trace"]["requested"] is False
 
 
 def test_a_breach_fails(boards):
@@ -178,8 +184,6 @@ def pooled(replicas, thresholds, boards_planned=None):
 
 def test_every_board_outcome_means_the_same_alone_pooled_and_in_a_bisection_step(
         boards, tmp_path):
-    from rtlab.measure.suite import load_suite
-
     thresholds_path = tmp_path / "thresholds.yaml"
     thresholds_path.write_text(THRESHOLDS)
     thresholds = load_thresholds(thresholds_path, load_suite())
