@@ -38,14 +38,24 @@ def rack_ports(config: VlabConfig) -> tuple[RackPort, ...]:
     return tuple(ports)
 
 
-def listeners(port: int) -> list[psutil.Process | None]:
-    """The processes listening on a TCP port of this host (any address, IPv4 or IPv6);
-    None for a socket whose process this user cannot see."""
+@attr.frozen
+class Listener:
+    process: psutil.Process | None
+    """None for a socket whose process this user cannot see."""
+    address: str
+    """Where it listens: ``127.0.0.1``, ``[::1]``, ``[::]``..."""
+
+
+def listeners(port: int) -> list[Listener]:
+    """Who listens on a TCP port of this host, on any address, IPv4 or IPv6 (a client of
+    ``localhost`` may reach an IPv6 listener first)."""
     held = []
     for conn in psutil.net_connections("tcp"):
         if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port:
+            ip = conn.laddr.ip
+            address = f"[{ip}]" if ":" in ip else ip
             try:
-                held.append(psutil.Process(conn.pid) if conn.pid else None)
+                held.append(Listener(psutil.Process(conn.pid) if conn.pid else None, address))
             except psutil.NoSuchProcess:
                 continue
     return held
@@ -54,7 +64,8 @@ def listeners(port: int) -> list[psutil.Process | None]:
 def holders(port: int) -> str | None:
     """Who listens on ``port``, as the error names them; None when nobody does."""
     found = listeners(port)
-    return ", ".join(map(_describe, found)) if found else None
+    return ", ".join(f"{_describe(listener.process)} listening on {listener.address}"
+                     for listener in found) if found else None
 
 
 def _describe(process: psutil.Process | None) -> str:
@@ -68,16 +79,26 @@ def _describe(process: psutil.Process | None) -> str:
 
 
 def _bindable(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        # a port our own last run left in TIME_WAIT is free to the rack's services, which
-        # set SO_REUSEADDR too; a listener is not
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    """Whether the port is free on IPv4's and IPv6's loopback (where the host has IPv6)."""
+    for family, address in ((socket.AF_INET, LOOPBACK), (socket.AF_INET6, "::1")):
         try:
-            probe.bind((LOOPBACK, port))
+            probe = socket.socket(family, socket.SOCK_STREAM)
         except OSError as error:
-            if error.errno == errno.EADDRINUSE:
-                return False
+            if error.errno == errno.EAFNOSUPPORT:
+                continue  # a host without IPv6 has no IPv6 listener either
             raise
+        with probe:
+            # a port our own last run left in TIME_WAIT is free to the rack's services,
+            # which set SO_REUSEADDR too; a listener is not
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((address, port))
+            except OSError as error:
+                if error.errno == errno.EADDRINUSE:
+                    return False
+                if error.errno == errno.EADDRNOTAVAIL:
+                    continue  # IPv6 without a loopback address
+                raise
     return True
 
 
@@ -92,7 +113,9 @@ def check_free(config: VlabConfig) -> None:
     """Refuse to start while another process holds one of the rack's ports."""
     problems = []
     for rack_port in rack_ports(config):
-        if _bindable(rack_port.port):
+        # a listener on another address (IPv6's wildcard with IPV6_V6ONLY, another
+        # interface) leaves the loopback bindable, but is found among the listeners
+        if _bindable(rack_port.port) and not listeners(rack_port.port):
             continue
         holder = holders(rack_port.port) or "a socket that is not listening (no process found)"
         problems.append(taken_message(config, rack_port.setting, holder))
@@ -102,7 +125,7 @@ def check_free(config: VlabConfig) -> None:
 
 def held_by(port: int, pid: int) -> bool:
     """Whether ``pid`` (or a process it started) listens on ``port``, and nothing else."""
-    holders = listeners(port)
+    holders = [listener.process for listener in listeners(port)]
     if not holders:
         return False
     for process in holders:

@@ -131,3 +131,46 @@ def test_any_port_of_the_rack_is_checked(rack_config, tmp_path):
     message = str(refused.value)
     assert (f"port {rack_config.api_port} on {LOOPBACK} (the PDU and SD mux API, "
             f"'api_port' in {rack_config.path}) is taken by pid {os.getpid()} (") in message
+
+
+def test_a_coordinator_on_ipv6_loopback_alone_is_refused_too(rack_config, tmp_path):
+    """`localhost` may reach [::1] first: a coordinator there, with 127.0.0.1 free, would
+    still be the one a client of the rack talks to."""
+    folder = tmp_path / "foreign6"
+    folder.mkdir()
+    proc = subprocess.Popen(
+        [BINDIR / "labgrid-coordinator", "--listen", f"[::1]:{rack_config.coordinator_port}"],
+        cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+        env=labgrid_client.environment())
+    try:
+        deadline = time.monotonic() + 30
+        while not ports.held_by(rack_config.coordinator_port, proc.pid):
+            assert proc.poll() is None, "the foreign coordinator did not start"
+            assert time.monotonic() < deadline, "the foreign coordinator does not listen"
+            time.sleep(0.1)
+        with pytest.raises(control.VlabError) as refused:
+            control.start(rack_config, tmp_path / "state")
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    message = str(refused.value)
+    assert f"is taken by pid {proc.pid} (" in message, message
+    assert "listening on [::1]" in message, message
+    assert control.running_pid(tmp_path / "state") is None
+
+
+def test_a_listener_on_the_ipv6_wildcard_alone_is_refused(rack_config, tmp_path):
+    """[::] with IPV6_V6ONLY leaves both loopbacks bindable: the listeners show it."""
+    holder = socket.socket(socket.AF_INET6)
+    holder.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    holder.bind(("::", rack_config.api_port))
+    holder.listen()
+    try:
+        with pytest.raises(control.VlabError) as refused:
+            control.start(rack_config, tmp_path / "state")
+    finally:
+        holder.close()
+    message = str(refused.value)
+    assert f"'api_port' in {rack_config.path}) is taken by pid {os.getpid()} (" in message
+    assert "listening on [::]" in message, message
