@@ -17,6 +17,7 @@ import pytest
 
 from rtlab.measure.suite import case_name
 from rtlab.pytestplugin.hooks import RECORD_KEY
+from rtlab.util.variables import QUEUE_VARIABLE
 
 if TYPE_CHECKING:
     from rtlab.run.queue import CaseQueue  # noqa: F401 - QUEUE_KEY's type
@@ -30,7 +31,9 @@ LEFT_KEY = pytest.StashKey[str]()
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("rtlab")
     group.addoption("--rt-queue", default=None, metavar="URL",
-                    help="results store that holds the plan's shared cases")
+                    help="results store that holds the plan's shared cases (default: "
+                         "$RTLAB_QUEUE_DB, as `rtlab run` passes it: a URL's password "
+                         "stays off the command line)")
     group.addoption("--rt-plan", default=None, help="the plan this place works on")
     group.addoption("--rt-replicate", action="store_true", default=False,
                     help="every place of the plan measures every case, a share each "
@@ -38,7 +41,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    url, plan = config.option.rt_queue, config.option.rt_plan
+    plan = config.option.rt_plan
+    # the queue's URL from the environment only for a plan: a variable left over in a
+    # shell does not make a single run a shared one
+    url = config.option.rt_queue or (os.environ.get(QUEUE_VARIABLE) if plan else None)
     if url is None and plan is None:
         if config.option.rt_replicate:
             raise pytest.UsageError("--rt-replicate shares a plan: give --rt-queue and "
@@ -46,7 +52,8 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     place = os.environ.get("LG_PLACE")
     if not url or not plan or not place:
-        raise pytest.UsageError("a shared plan needs --rt-queue, --rt-plan and LG_PLACE")
+        raise pytest.UsageError(f"a shared plan needs --rt-queue (or ${QUEUE_VARIABLE}), "
+                                "--rt-plan and LG_PLACE")
     # imported only for a shared plan: the results store's imports (SQLAlchemy, alembic)
     # are half a second of every run's start
     from rtlab.run.queue import CaseQueue  # noqa: F401 - QUEUE_KEY's type

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from rtlab.measure.trace import TRACE_CHOICES, TRACERS
 from rtlab.util import paths
+from rtlab.util.variables import QUEUE_VARIABLE
 
 
 def _boards(text: str) -> int:
@@ -58,7 +59,8 @@ def _run(args: argparse.Namespace) -> int:
                              spread=args.spread, tier=args.tier or None)
     sharing = None
     if args.plan is not None:
-        sharing = Sharing(queue=args.queue or default_url(), plan=args.plan,
+        sharing = Sharing(queue=args.queue or os.environ.get(QUEUE_VARIABLE) or default_url(),
+                          plan=args.plan,
                           replicate=args.spread == "replicate")
     elif args.queue is not None:
         raise ValueError("--queue holds a plan's cases: give --plan with it")
@@ -93,7 +95,7 @@ def _run_argv(args: argparse.Namespace) -> list[str]:
                           ("--scenarios", args.scenarios), ("--intervals", args.intervals),
                           ("--rt-tests", args.rt_tests), ("--cases", args.cases),
                           ("--tier", args.tier),
-                          ("--baseline-db", args.baseline_db),
+                          # --baseline-db reaches them as $RTLAB_RESULTS_DB (rtlab.run.sharing)
                           ("--baseline-ref", args.baseline_ref),
                           ("--pipeline-jobs", args.pipeline_jobs),
                           ("--suite", args.suite), ("--thresholds", args.thresholds),

@@ -32,6 +32,7 @@ from rtlab.lab.reservation import (
 )
 from rtlab.measure.trace import TRACE_CHOICES, TRACERS
 from rtlab.util.paths import REPO_ROOT, health_dir
+from rtlab.util.variables import QUEUE_VARIABLE
 
 logger = logging.getLogger("rtlab.run.runner")
 # how long pytest gets to power the board off and write its results after an interrupt
@@ -106,7 +107,7 @@ class Selection:
                               ("--rt-intervals", self.intervals),
                               ("--rt-tests", self.rt_tests),
                               ("--rt-cases", self.cases), ("--rt-tier", self.tier),
-                              ("--rt-window", self.window_s), ("--rt-baseline", self.baseline),
+                              ("--rt-window", self.window_s),
                               ("--rt-baseline-ref", self.baseline_ref),
                               ("--rt-pipeline-jobs", self.pipeline_jobs),
                               ("--rt-suite", self.suite), ("--rt-thresholds", self.thresholds),
@@ -115,10 +116,26 @@ class Selection:
             if value is not None:
                 args += [option, str(value) if isinstance(value, int) else os.fspath(value)]
         if self.sharing is not None:
-            args += ["--rt-queue", self.sharing.queue, "--rt-plan", self.sharing.plan]
+            args += ["--rt-plan", self.sharing.plan]
             if self.sharing.replicate:
                 args.append("--rt-replicate")
         return args
+
+    def environment(self) -> dict[str, str]:
+        """The database URLs the suite's process needs (the baseline's store, the shared
+        plan's queue): through its environment, never its command line, where a password
+        in a URL is every user's to read."""
+        if self.baseline is None and self.sharing is None:
+            return {}
+        # the store's imports (SQLAlchemy) only where a store is named
+        from rtlab.store import URL_VARIABLE
+
+        env = {}
+        if self.baseline is not None:
+            env[URL_VARIABLE] = os.fspath(self.baseline)
+        if self.sharing is not None:
+            env[QUEUE_VARIABLE] = self.sharing.queue
+        return env
 
 
 @attr.frozen
@@ -284,7 +301,8 @@ def _run_reserved(*, place: str, image: Path, env_file: Path, coordinator: str,
     # the run's own place, image and coordinator, never a manual session's of the shell
     env = labgrid_client.environment(LG_PLACE=place, LG_IMAGE=os.fspath(image),
                                      LG_COORDINATOR=coordinator,
-                                     **{RUN_ID_VARIABLE: run_id(place)})
+                                     **{RUN_ID_VARIABLE: run_id(place)},
+                                     **selection.environment())
     before = set(results.glob("*.json"))
     labgrid_client.run(coordinator, "acquire", place=place)
     try:

@@ -34,8 +34,9 @@ from rtlab.run.pooling import (
 )
 from rtlab.run.queue import Leftover, leftovers, stopped_workers
 from rtlab.run.runner import INTERRUPT_GRACE_S, Sharing
-from rtlab.store import open_store
+from rtlab.store import URL_VARIABLE, open_store
 from rtlab.util.paths import REPO_ROOT
+from rtlab.util.variables import QUEUE_VARIABLE
 from rtlab.verdict.junit import records_junit, write_junit
 
 PLAN_VARIABLE = "RTLAB_PLAN"
@@ -82,8 +83,10 @@ def run_on_boards(run_argv: Sequence[str], *, board: str, boards: int, coordinat
     length = duration_s if replicate is None else share_of(duration_s, workers)
     where = out_dir if replicate is None else out_dir / "replicas"
     argv = [sys.executable, "-m", "rtlab.cli", *run_argv,
-            "--plan", sharing.plan, "--queue", sharing.queue, "--duration", str(length),
-            "--out", str(where)]
+            "--plan", sharing.plan, "--duration", str(length), "--out", str(where)]
+    # the stores' URLs through the environment, never the command line
+    env = {**os.environ, QUEUE_VARIABLE: sharing.queue,
+           **({URL_VARIABLE: judging.baseline_url} if judging.baseline_url else {})}
     if window_s is not None:
         # a share shorter than a window is one window
         argv += ["--window", str(min(window_s, length))]
@@ -95,7 +98,7 @@ def run_on_boards(run_argv: Sequence[str], *, board: str, boards: int, coordinat
     else:
         print(f"plan {sharing.plan}: {workers} place(s) with board={board} share its cases",
               flush=True)
-    children = [subprocess.Popen(argv, cwd=REPO_ROOT) for _ in range(workers)]
+    children = [subprocess.Popen(argv, cwd=REPO_ROOT, env=env) for _ in range(workers)]
     codes = _wait_all(children)
     if replicate is not None:
         pooled = pool_plan(plan=sharing.plan, queue=sharing.queue, replicas_dir=where,
