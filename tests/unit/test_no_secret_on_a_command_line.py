@@ -6,7 +6,6 @@ of the process that needs it."""
 
 import os
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
