@@ -27,6 +27,7 @@ from rtlab.store import open_store
 from rtlab.store.query import history
 from rtlab.util.paths import REPO_ROOT
 from rtlab.vlab import control
+from tests.sqlite_store import ingested
 
 pytestmark = pytest.mark.vlab
 
@@ -140,12 +141,7 @@ def test_a_breach_then_a_console_lost_during_its_trace_is_a_pooled_fail(vlab, im
     assert junit_verdicts(out) == {"qemu-imx6q/rt/idle/1000us": "failure"}
     assert run.returncode != 0
     # and so in the results store
-    db = f"sqlite:///{tmp_path / 'results.db'}"
-    ingest = subprocess.run([sys.executable, "-m", "rtlab.cli", "results", "ingest", str(out),
-                             "--db", db], cwd=REPO_ROOT, capture_output=True, text=True,
-                            check=False)
-    assert ingest.returncode == 0, ingest.stderr
-    store = open_store(db)
+    store = open_store(ingested(out, tmp_path / "results.db"))
     try:
         with store.session() as session:
             [stored] = history(session, board="qemu-imx6q")

@@ -116,19 +116,28 @@ def test_a_coordinator_that_takes_the_port_after_the_check_is_found_too(
     assert_untouched(rack_config, foreign_coordinator)
 
 
-def test_any_port_of_the_rack_is_checked(rack_config, tmp_path):
-    """Not the coordinator's alone: here this process listens on the API port (as another
-    rack's API would, answering /status "ready" as ours does)."""
-    holder = socket.socket()
+def refused_beside_a_listener(config: VlabConfig, tmp_path: Path, family: int,
+                              address: str) -> str:
+    """Why `rtlab vlab start` refuses while this process listens on the rack's API port
+    at ``address`` (IPv6 only, for an IPv6 address)."""
+    holder = socket.socket(family)
+    if family == socket.AF_INET6:
+        holder.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
     holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    holder.bind((LOOPBACK, rack_config.api_port))
+    holder.bind((address, config.api_port))
     holder.listen()
     try:
         with pytest.raises(control.VlabError) as refused:
-            control.start(rack_config, tmp_path / "state")
+            control.start(config, tmp_path / "state")
     finally:
         holder.close()
-    message = str(refused.value)
+    return str(refused.value)
+
+
+def test_any_port_of_the_rack_is_checked(rack_config, tmp_path):
+    """Not the coordinator's alone: here this process listens on the API port (as another
+    rack's API would, answering /status "ready" as ours does)."""
+    message = refused_beside_a_listener(rack_config, tmp_path, socket.AF_INET, LOOPBACK)
     assert (f"port {rack_config.api_port} on {LOOPBACK} (the PDU and SD mux API, "
             f"'api_port' in {rack_config.path}) is taken by pid {os.getpid()} (") in message
 
@@ -161,16 +170,6 @@ def test_a_coordinator_on_ipv6_loopback_alone_is_refused_too(rack_config, tmp_pa
 
 def test_a_listener_on_the_ipv6_wildcard_alone_is_refused(rack_config, tmp_path):
     """[::] with IPV6_V6ONLY leaves both loopbacks bindable: the listeners show it."""
-    holder = socket.socket(socket.AF_INET6)
-    holder.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    holder.bind(("::", rack_config.api_port))
-    holder.listen()
-    try:
-        with pytest.raises(control.VlabError) as refused:
-            control.start(rack_config, tmp_path / "state")
-    finally:
-        holder.close()
-    message = str(refused.value)
+    message = refused_beside_a_listener(rack_config, tmp_path, socket.AF_INET6, "::")
     assert f"'api_port' in {rack_config.path}) is taken by pid {os.getpid()} (" in message
     assert "listening on [::]" in message, message
