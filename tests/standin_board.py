@@ -46,8 +46,8 @@ class Behaviour:
     before: str | None = None
     """The console lost before anything was measured (the window raises)."""
     conditions: str = "checked"
-    """``checked`` (met), ``mismatch`` (a void run) or ``never`` (the program ended
-    before either check)."""
+    """``checked`` (met), ``mismatch`` (a void run), ``never`` (the program ended before
+    either check) or ``once-never`` (so in the first window, checked in the next)."""
     broke: bool = False
     """cyclictest ended the run at its breach (--breaktrace armed: --rt-trace always)."""
     trace: str | None = None
@@ -238,11 +238,16 @@ def window_of(behaviour: Behaviour):  # noqa: ANN201 - run_window's stand-in
     from rtlab.measure.window import Window
     from rtlab.util.errors import InfrastructureError
 
+    windows = []
+
     def run_window(shell: object, *, conditions: Any = None, **_: Any) -> Window:  # noqa: ANN401
+        windows.append(behaviour)
         if behaviour.before is not None:
             raise InfrastructureError(behaviour.before)
         found = None
-        if conditions is not None and behaviour.conditions != "never":
+        unchecked = behaviour.conditions == "never" or (
+            behaviour.conditions == "once-never" and len(windows) == 1)
+        if conditions is not None and not unchecked:
             status = MISMATCH if behaviour.conditions == "mismatch" else MET
             found = Conditions(
                 checks=(Check("rt_throttling", "off", "950000 µs" if status == MISMATCH

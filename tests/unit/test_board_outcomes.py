@@ -31,6 +31,7 @@ UNCHECKED = Behaviour(conditions="never")
 TRACE_LOST = Behaviour(spike_us=500, broke=True, trace="console lost")
 BROKE_UNCHECKED = Behaviour(spike_us=500, broke=True, conditions="never")
 VOID_BREACH = Behaviour(spike_us=500, conditions="mismatch")
+UNCHECKED_ONCE = Behaviour(conditions="once-never")
 # case -> each board's row (b1..b4), one session per board; a network case comes last in
 # the suite's order, so a session's cleanup that fails lands on a skip (b1..b4) or, on
 # boards of one case (b5, b6), on a measured case
@@ -40,7 +41,7 @@ MATRIX = {
     CASE: (CLEAN, BEFORE, CLEAN, VOID),
     "cpu75/1000us": (BEFORE, UNCHECKED, BEFORE, VOID),
     "cpu100/1000us": (TRACE_LOST, CLEAN, CLEAN, CLEAN),
-    "memory/1000us": (BROKE_UNCHECKED, CLEAN, CLEAN, CLEAN),
+    "memory/1000us": (BROKE_UNCHECKED, CLEAN, UNCHECKED_ONCE, CLEAN),
     "hackbench/1000us": (CLEAN, CLEAN, CLEAN, CLEAN),
     "disk/1000us": (CLEAN, VOID_BREACH, CLEAN, CLEAN),
     NETWORK: (CLEAN, CLEAN, CLEAN, CLEAN),
@@ -157,11 +158,16 @@ def test_a_breach_in_a_void_window_fails_with_the_void_beside_it(boards):
     assert board_outcome("b2", record).row == BREACHED
 
 
-def test_a_run_whose_conditions_were_never_checked_is_no_pass(boards):
+def test_a_run_whose_conditions_were_never_checked_is_measured_again_then_no_pass(boards):
     record = record_of(boards, "b2", "cpu75/1000us")
     assert record["verdict"] == "error"
-    assert record["message"].startswith("the run's conditions were never checked")
+    assert record["message"].startswith("the run's conditions were never checked twice")
+    assert record["measured_again"].startswith("the first run's conditions were never checked")
     assert "judged" not in record
+    # a second run whose checks ran is judged as any run
+    again = record_of(boards, "b3", "memory/1000us")
+    assert again["verdict"] == "pass", again["message"]
+    assert "measured_again" in again and again["conditions"]["checks"]
     assert board_outcome("b2", record).row == ERRED_BEFORE
 
 
