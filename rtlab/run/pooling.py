@@ -55,7 +55,7 @@ from rtlab.verdict.thresholds import load_thresholds
 _PER_BOARD = ("cpus", "place", "run_id", "started", "finished", "infrastructure",
               "load_check", "adaptive", "duration_s", "trace", "baseline", "comparison",
               "case_confidence", "broke", REPLICA_KEY, "ci", "schema", "verdict", "message",
-              "threads", "functional", "conditions", "judged", "error")
+              "threads", "functional", "conditions", "judged", "error", "measured_again")
 
 
 def default_spread(tier: str | None, places: int) -> str:
