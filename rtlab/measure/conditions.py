@@ -370,6 +370,7 @@ _CHOICES: dict[str, tuple[str | None, ...]] = {
     "other_rt_tasks": ("below", None),
     "isolation": ("honoured", None),
     "kernel": ("flavour", None),
+    "checked": ("always", None),
 }
 
 
@@ -400,6 +401,10 @@ class Requirements:
     """``flavour``: PREEMPT_RT exactly when the job's flavour is an RT one."""
     allowed_rt_tasks: tuple[str, ...] = KERNEL_RT_THREADS
     """Shell-style patterns of the kernel threads exempt from ``other_rt_tasks``."""
+    checked: str | None = "always"
+    """``always``: a run that no check reached (the program ended before either) is no
+    pass: measured again once, then an error; None: it is judged on what it measured and
+    its record says it was not checked (a board too slow to check, declared so)."""
 
     def as_dict(self) -> dict[str, Any]:
         facts = attr.asdict(self)

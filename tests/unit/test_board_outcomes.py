@@ -171,6 +171,18 @@ def test_a_run_whose_conditions_were_never_checked_is_measured_again_then_no_pas
     assert board_outcome("b2", record).row == ERRED_BEFORE
 
 
+def test_a_board_declared_too_slow_to_check_is_judged_on_what_it_measured(tmp_path):
+    """suite.yaml's `checked: null` (the emulated boards, qemu-*): no second run, a pass
+    that says it was not checked."""
+    thresholds = THRESHOLDS.replace("  imx6q:\n", "  qemu-imx6q:\n")
+    records, _ = run_board(tmp_path, "q1", {CASE: UNCHECKED}, board="qemu-imx6q",
+                           thresholds=thresholds)
+    record = records[CASE]
+    assert record["verdict"] == "pass", record["message"]
+    assert "not_checked" in record["conditions"] and "measured_again" not in record
+    assert record["conditions"]["requirements"]["checked"] is None
+
+
 def test_a_breach_that_ended_the_run_before_its_checks_still_fails(boards):
     record = record_of(boards, "b1", "memory/1000us")
     assert record["verdict"] == "fail" and "not_checked" in record["conditions"]

@@ -590,7 +590,7 @@ def test_the_repository_suite_requires_a_clean_rt_run_and_relaxes_emulated_board
     assert suite.requirements_for("imx6q") == Requirements()
     qemu = suite.requirements_for("qemu-imx6q", "hackbench")
     assert qemu == Requirements(governor=None, throttled=None, cpu_dma_latency_us=None,
-                                measuring_policy=None)
+                                measuring_policy=None, checked=None)
     assert suite.for_board("qemu-imx6q").requirements == qemu
     assert suite.for_board("rpi3") is suite
     assert set(Requirements().as_dict()) == set(REQUIREMENT_KEYS)
@@ -638,17 +638,17 @@ def test_requirements_per_suite_board_and_scenario(tmp_path):
     ("  governor: schedutil", "  govenor: schedutil",
      "requirements: unknown key 'govenor' (expected one of: measuring_policy, "
      "cpu_dma_latency_us, governor, rt_throttling, idle_exit_latency_max_us, throttled, "
-     "other_rt_tasks, isolation, kernel, allowed_rt_tasks, boards)"),
+     "other_rt_tasks, isolation, kernel, allowed_rt_tasks, checked, boards)"),
     ("    rpi*: {idle_exit_latency_max_us: 50}", "    rpi*: {idle_latency: 50}",
      "requirements.boards.rpi*: unknown key 'idle_latency' (expected one of: "
      "measuring_policy, cpu_dma_latency_us, governor, rt_throttling, "
      "idle_exit_latency_max_us, throttled, other_rt_tasks, isolation, kernel, "
-     "allowed_rt_tasks)"),
+     "allowed_rt_tasks, checked)"),
     ("    requirements: {idle_exit_latency_max_us: 5}", "    requirements: {isolaton: null}",
      "scenarios.isolated.requirements: unknown key 'isolaton' (expected one of: "
      "measuring_policy, cpu_dma_latency_us, governor, rt_throttling, "
      "idle_exit_latency_max_us, throttled, other_rt_tasks, isolation, kernel, "
-     "allowed_rt_tasks)"),
+     "allowed_rt_tasks, checked)"),
     ("  rt_throttling: null", "  rt_throttling: disabled",
      "requirements.rt_throttling must be one of off, on, null, got 'disabled'"),
     ("  rt_throttling: null", "  measuring_policy: other",
