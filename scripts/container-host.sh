@@ -8,6 +8,7 @@
 #                                          rules (builds and the exporter use the host's
 #                                          network; a job container on the bridge reaches
 #                                          no further); refused beside a system dockerd
+#                                          or a docker0 bridge (dockerd would delete it)
 #   scripts/container-host.sh base-image   a stand-in for the base the Dockerfiles pin,
 #                                          made with debootstrap + docker import, under a
 #                                          name of its own (rtlab.local/debian:…)
@@ -77,6 +78,15 @@ start() {
         # containers and images are not ours to touch
         say "a system dockerd runs (pid $other): stop it (systemctl stop docker docker.socket)" \
             "while make test-images runs, or run make test-images on a host without one"
+        exit 1
+    fi
+    if ip link show docker0 >/dev/null 2>&1; then
+        # dockerd 20.10 deletes docker0 when it starts with a bridge of its own (or none),
+        # measured here (2026-11-28): a system engine's containers would lose their network
+        say "a bridge docker0 exists (a system Docker engine's, or one it left behind):" \
+            "dockerd would delete it on start; stop that engine and, if the bridge is a" \
+            "stale leftover, remove it (ip link delete docker0), or run make test-images" \
+            "on a host without one"
         exit 1
     fi
     mkdir -p "$ROOT/data" "$DOCKER_CONFIG/cli-plugins"

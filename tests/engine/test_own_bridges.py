@@ -1,8 +1,9 @@
 """`make test-images`'s container engine keeps its hands off the host's other networks
-(issue 45): with a bridge named docker0 and one named like a Docker network's
-(br-0123456789ab) that rtlab did not make, `scripts/container-host.sh start` runs its
-engine on a bridge of its own, and `stop` removes exactly what that engine made (its
-bridge, its networks' bridges, found by the engine's own state), leaving the others up.
+(issue 45): beside a bridge named docker0 that rtlab did not make it refuses to start
+(dockerd 20.10 would delete it), and beside one named like a Docker network's
+(br-0123456789ab) it runs on a bridge of its own, and `stop` removes exactly what that
+engine made (its bridge, its networks' bridges, found by the engine's own state),
+leaving the other up.
 
 Outside pytest's testpaths, run by `make test-images` after it stopped the engine of the
 image tests (this test starts and stops one of its own). Needs root, iproute2 and Debian's
@@ -35,20 +36,49 @@ def host(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def foreign_bridges():
-    """docker0 and br-0123456789ab, up, as a system engine would have them; made here
+    """``bridges(*names)``: those bridges, up, as a system engine would have them; made here
     where the host has none, and removed afterwards only if made here."""
     made = []
-    for name in FOREIGN:
-        if link(name) is None:
-            subprocess.run(["ip", "link", "add", name, "type", "bridge"], check=True)
-            made.append(name)
-        subprocess.run(["ip", "link", "set", name, "up"], check=True)
-    yield FOREIGN
+
+    def make(*names: str) -> tuple[str, ...]:
+        for name in names:
+            if link(name) is None:
+                subprocess.run(["ip", "link", "add", name, "type", "bridge"], check=True)
+                made.append(name)
+            subprocess.run(["ip", "link", "set", name, "up"], check=True)
+        return names
+
+    yield make
     for name in made:
         subprocess.run(["ip", "link", "delete", name], check=False)
 
 
-def test_start_and_stop_leave_the_hosts_other_bridges_up(foreign_bridges):
+def assert_up(names) -> None:
+    for name in names:
+        found = link(name)
+        assert found is not None, f"{name} was removed"
+        assert "UP" in found["flags"], f"{name} is down: {found['flags']}"
+
+
+def test_beside_a_docker0_the_engine_refuses_to_start_and_stop_leaves_it(foreign_bridges):
+    """dockerd 20.10 deletes docker0 when it starts with a bridge of its own (measured
+    here): a system engine's would lose its network, so the engine refuses."""
+    names = foreign_bridges(*FOREIGN)
+    assert host("stop").returncode == 0
+    started = host("start")
+    stopped = host("stop")
+    assert started.returncode != 0, started.stdout
+    assert "a bridge docker0 exists" in started.stdout + started.stderr
+    assert "ip link delete docker0" in started.stdout + started.stderr
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert_up(names)
+    assert link(OWN) is None
+
+
+def test_the_engine_removes_what_it_made_and_leaves_a_foreign_network_bridge_up(
+        foreign_bridges):
+    names = foreign_bridges("br-0123456789ab")
+    assert link("docker0") is None, "the test before left docker0"
     assert host("stop").returncode == 0  # nothing of a run before is left running
     started = host("start")
     try:
@@ -67,9 +97,7 @@ def test_start_and_stop_leave_the_hosts_other_bridges_up(foreign_bridges):
     finally:
         stopped = host("stop")
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
-    for name in foreign_bridges:
-        found = link(name)
-        assert found is not None, f"{name} was removed by container-host.sh stop"
-        assert "UP" in found["flags"], f"{name} is down: {found['flags']}"
+    assert_up(names)
     assert link(OWN) is None and link(network_bridge) is None
+    assert link("docker0") is None, "the engine made a docker0"
     assert not os.path.exists("/run/rtlab-docker")
