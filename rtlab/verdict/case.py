@@ -15,12 +15,14 @@ After each window the limits are judged on all the windows together
   rate they bound, and the shift the comparison excludes (or why there was none, or how
   much longer would decide it).
 
-Many cases make one pipeline: each case's comparison is held at
-:func:`case_confidence`, so that a pipeline whose gated cases are all unchanged fails on
-a false regression with at most thresholds.yaml's ``pipeline_false_fail`` (Bonferroni
-over the pipeline's cases).
+Many cases make one pipeline, and one error budget holds them all
+(rtlab.verdict.budget): a pipeline whose gated cases are all unchanged goes red with at
+most thresholds.yaml's ``pipeline_false_fail``, counting every way a case fails. The
+plan carries the split: its comparison at :func:`case_confidence`, its tail gate judged
+once at the case's end at its share, and the share its ``max_us`` was tuned to.
 """
 
+import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -30,9 +32,15 @@ import attr
 from rtlab.measure.conditions import Requirements
 from rtlab.measure.cyclictest import CyclictestResult, combine
 from rtlab.verdict.baseline import Baseline
+from rtlab.verdict.budget import ErrorBudget
 from rtlab.verdict.comparison import NO_CHANGE, REGRESSION, Comparison, quantile_name
 from rtlab.verdict.histogram import Histogram
-from rtlab.verdict.judge import LatencyJudgement, judge_latency, no_wakeup_violation
+from rtlab.verdict.judge import (
+    LatencyJudgement,
+    judge_latency,
+    no_wakeup_violation,
+    tail_violations,
+)
 from rtlab.verdict.sequential import CAP, Decision, SequentialPolicy, decide
 from rtlab.verdict.thresholds import StatisticsPolicy, Threshold, Thresholds, format_us
 
@@ -43,15 +51,10 @@ RATE_CONFIDENCE = 0.95
 
 
 def case_confidence(pipeline_false_fail: float, cases: int) -> float:
-    """The confidence each case's comparison is held at so that ``cases`` unchanged cases
-    fail a pipeline with probability ``pipeline_false_fail`` at most: a comparison fails
-    an unchanged case with (1 - confidence) / 2 (rtlab.verdict.comparison.compare), and the
-    union of ``cases`` such events is at most their sum."""
-    if not 0 < pipeline_false_fail < 1:
-        raise ValueError(f"pipeline_false_fail must be in (0, 1), got {pipeline_false_fail}")
-    if not isinstance(cases, int) or cases < 1:
-        raise ValueError(f"the pipeline's cases must be a whole number >= 1, got {cases!r}")
-    return 1 - 2 * pipeline_false_fail / cases
+    """The confidence each case's comparison is held at: its share of the pipeline's
+    budget (rtlab.verdict.budget), so that with ``cases`` unchanged cases a false
+    regression is at most that share of ``pipeline_false_fail``."""
+    return ErrorBudget(pipeline_false_fail, cases).comparison_confidence
 
 
 def pipeline_case_count(latency_cases: int, pipeline_jobs: int) -> int:
@@ -108,15 +111,23 @@ class CasePlan:
     """What the run must have been to count (suite.yaml's requirements for the board and
     scenario), checked while each window runs; None: the door checks none (a pooled case
     judges windows its replicas checked)."""
+    tail_gate: bool = True
+    """Whether this door judges the tail gate: a replica (one board's share of a pooled
+    case) does not; the pooled case judges every board's CPUs once, with the case's share."""
 
     def __attrs_post_init__(self) -> None:
-        # the confidence is checked when the case is planned, not when it is first judged
-        case_confidence(self.statistics.pipeline_false_fail, self.cases)
+        # the budget is checked when the case is planned, not when it is first judged
+        _ = self.budget
+
+    @property
+    def budget(self) -> ErrorBudget:
+        """The case's share of the pipeline's false-red rate, way by way."""
+        return ErrorBudget(self.statistics.pipeline_false_fail, self.cases)
 
     @property
     def confidence(self) -> float:
         """The confidence of the case's comparison (:func:`case_confidence`)."""
-        return case_confidence(self.statistics.pipeline_false_fail, self.cases)
+        return self.budget.comparison_confidence
 
     def facts(self) -> dict[str, Any]:
         """What a record keeps of how the case is judged."""
@@ -131,6 +142,7 @@ class CasePlan:
                            "pipeline_false_fail": policy.pipeline_false_fail,
                            "sources": dict(policy.sources)},
             "pipeline_cases": self.cases,
+            "budget": self.budget.facts(),
         }
 
     def sequential(self, *, window_s: float, cap_s: float) -> SequentialPolicy:
@@ -145,14 +157,14 @@ class CasePlan:
 
 def plan_case(thresholds: Thresholds, *, board: str, flavour: str, scenario: str,
               interval_us: int, cases: int, trace: TraceChoice = NO_TRACE,
-              requirements: Requirements | None = None) -> CasePlan:
+              requirements: Requirements | None = None, tail_gate: bool = True) -> CasePlan:
     """The case's limits and policy, the pipeline's case count, its trace choice and run
     requirements (errors as :meth:`Thresholds.lookup`: an unknown board or flavour is a
     ValueError, which a runner reports as the case's error; a case count below 1 too)."""
     return CasePlan(board, flavour, scenario, interval_us,
                     thresholds.lookup(board, flavour, scenario, interval_us),
                     thresholds.statistics(board, flavour, scenario, interval_us),
-                    cases=cases, trace=trace, requirements=requirements)
+                    cases=cases, trace=trace, requirements=requirements, tail_gate=tail_gate)
 
 
 @attr.frozen
@@ -175,6 +187,8 @@ class LatencyCase:
     decisions: list[Decision] = attr.Factory(list)
     judged: LatencyJudgement | None = None
     window_violations: list[str] = attr.Factory(list)
+    tail_violations: list[str] = attr.Factory(list)
+    """The tail gate's verdict, judged once when the case stops."""
     broke: bool = False
     boots: int = 1
     """How many boots (boards measuring at once, rtlab.run.pooling) the windows pool: the
@@ -212,9 +226,11 @@ class LatencyCase:
             f"window {index}: {no_wakeup_violation(silent, window_s, self.plan.limits)}"
             for silent in result.no_wakeup]
         combined = self.combined
-        self.judged = judge_latency(combined, self.plan.limits, self.plan.statistics,
-                                    int(self.measured_s), self.plan.interval_us, broke=broke)
+        self.judged = self._judge(combined, broke=broke, tails=False)
+        self.tail_violations = []
         if self.violations:
+            # the case ends here: its record keeps the tails it had
+            self.judged = self._judge(combined, broke=broke, tails=True)
             return f"stopped after {_when(self.measured_s)}: a limit is exceeded"
         limit = self.plan.limits.get("max_us")
         candidate = Histogram.merged(Histogram.from_cpu_result(cpu) for cpu in combined.cpus)
@@ -230,21 +246,53 @@ class LatencyCase:
                           candidate_runs=self.boot_histograms,
                           windows=[Histogram.merged(Histogram.from_cpu_result(cpu)
                                                     for cpu in window.cpus)
-                                   for window in self.results if window.cpus])
+                                   for window in self.results if window.cpus],
+                          seed=self.look_seed(candidate))
         self.decisions.append(decision)
         if decision.stop:
+            self.judged = self._judge(combined, broke=broke, tails=True)
+            if self.plan.tail_gate:
+                # once, at the case's end, at the tail's share of the budget: a bound
+                # re-tested after every window would spend it many times over
+                self.tail_violations = tail_violations(
+                    combined, self.judged.tails, self.plan.statistics, self.plan.limits)
             return f"stopped after {_when(self.measured_s)}: {decision.reason}"
         return None
 
+    def _judge(self, combined: CyclictestResult, *, broke: bool,
+               tails: bool) -> LatencyJudgement:
+        return judge_latency(combined, self.plan.limits, self.plan.statistics,
+                             int(self.measured_s), self.plan.interval_us, broke=broke,
+                             tail_gate=False, tails=tails,
+                             tail_confidence=self.plan.budget.tail_confidence(
+                                 len(combined.cpus)))
+
+    def look_seed(self, candidate: Histogram) -> int:
+        """The seed of a look's resamples: its own at every look of every case (the case,
+        the time measured, what was measured), and the same for the same windows on every
+        door, so that a record's comparison can be drawn again (the record keeps it)."""
+        digest = hashlib.blake2b(digest_size=8)
+        for part in (self.plan.board, self.plan.flavour, self.plan.scenario,
+                     self.plan.interval_us, f"{self.measured_s:.3f}", candidate.range_us,
+                     candidate.overflows):
+            digest.update(repr(part).encode())
+        digest.update(candidate.counts.tobytes())
+        return int.from_bytes(digest.digest(), "big") >> 1
+
     @property
     def violations(self) -> list[str]:
-        return [*self.window_violations, *(self.judged.violations if self.judged else [])]
+        return [*self.window_violations, *(self.judged.violations if self.judged else []),
+                *self.tail_violations]
 
     @property
     def comparison(self) -> Comparison | None:
         """The last look's comparison with the baseline (None: none was made)."""
         return next((d.comparison for d in reversed(self.decisions)
                      if d.comparison is not None), None)
+
+    def _comparison_seed(self) -> int | None:
+        return next((d.seed for d in reversed(self.decisions) if d.comparison is not None),
+                    None)
 
     @property
     def regression(self) -> Comparison | None:
@@ -327,8 +375,10 @@ class LatencyCase:
                 "longer": (None if comparison.longer is None
                            else (comparison.longer if math.isfinite(comparison.longer)
                                  else "inf")),
-                "message": comparison.message},
+                "message": comparison.message, "seed": self._comparison_seed()},
             "case_confidence": self.policy.confidence,
+            "tail_confidence": self.plan.budget.tail_confidence(len(self.combined.cpus)),
+            "tail_gate": self.plan.tail_gate,
             # a window ended at a breach (--breaktrace): the run is shorter than it says
             "broke": self.broke,
         }
@@ -337,7 +387,8 @@ class LatencyCase:
               windows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         """What a result record keeps of an adaptive run: the policy, every window, every
         look, why and when it stopped."""
-        looks = [{"measured_s": d.measured_s, "outcome": d.outcome, "reason": d.reason}
+        looks = [{"measured_s": d.measured_s, "outcome": d.outcome, "reason": d.reason,
+                  "seed": d.seed}
                  for d in self.decisions if d.comparison is not None or d.stop]
         return {
             "window_s": self.policy.window_s, "cap_s": self.policy.cap_s,

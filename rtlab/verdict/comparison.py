@@ -316,8 +316,14 @@ def compare_tail(
     samples = min(h.samples for h in (candidate, *runs)) if runs else candidate.samples
     quantiles = tail_quantiles(quantile, samples, decades=decades, min_beyond=min_beyond)
     each = 1 - (1 - confidence) / len(quantiles)
-    results = [compare(candidate, runs, quantile=q, confidence=each, **options)
-               for q in quantiles]
+    # each quantile its own resamples: one draw shared by all would move them together
+    seed = options.pop("seed", 0)
+    streams = (np.random.SeedSequence(seed).spawn(len(quantiles)) if isinstance(seed, int)
+               else [seed] * len(quantiles))
+    results = [compare(candidate, runs, quantile=q, confidence=each,
+                       seed=np.random.default_rng(stream) if isinstance(seed, int) else stream,
+                       **options)
+               for q, stream in zip(quantiles, streams, strict=True)]
     regressions = [r for r in results if r.outcome == REGRESSION]
     if regressions:
         chosen = max(regressions, key=lambda r: r.difference_us

@@ -12,7 +12,7 @@ import attr
 from rtlab.measure.cyclictest import CpuResult, CyclictestResult, NoWakeup, SysInfo
 from rtlab.measure.rttests import FunctionalResult, LatencyResult, Verdict
 from rtlab.verdict.histogram import Histogram
-from rtlab.verdict.tail import TailEstimate, tail_estimate
+from rtlab.verdict.tail import EMPIRICAL, TailEstimate, tail_estimate
 from rtlab.verdict.thresholds import StatisticsPolicy, Threshold, check, format_us
 
 
@@ -41,7 +41,7 @@ def no_wakeup_violation(thread: NoWakeup, duration_s: int,
                "cyclictest thread never completed a cycle, so no latency was measured there")
     limit = thresholds.get("max_us")
     if limit is not None:
-        cited = f"{limit.source}: {limit.reason}" if limit.reason else limit.source
+        cited = limit.cite()
         message += f" and none passes max_us {format_us(limit.value)} ({cited})"
     return message
 
@@ -95,14 +95,16 @@ def result_of_facts(cpus: Sequence[Mapping[str, Any]], *, source: str, cmdline: 
 
 
 def cpu_tail(cpu: CpuResult, thresholds: Mapping[str, Threshold], policy: StatisticsPolicy,
-             interval_us: int) -> TailEstimate | None:
+             interval_us: int, confidence: float = 0.95) -> TailEstimate | None:
     """The tail estimate of one CPU's histogram (None: run without a histogram), at the
-    gate's max_us and the policy's exceedance probability."""
+    gate's max_us and the policy's exceedance probability, its interval at ``confidence``
+    (the case's: rtlab.verdict.budget.ErrorBudget.tail_confidence)."""
     if cpu.histogram is None:
         return None
     limit = thresholds.get("max_us")
     return tail_estimate(Histogram.from_cpu_result(cpu), limit.value if limit else None,
-                         policy.exceedance_probability, interval_us=interval_us)
+                         policy.exceedance_probability, interval_us=interval_us,
+                         confidence=confidence)
 
 
 def tail_facts(estimate: TailEstimate) -> dict[str, Any]:
@@ -131,18 +133,24 @@ def tail_violation(cpu: int | None, estimate: TailEstimate | None, policy: Stati
     limit of that latency must stay within max_us. A tail too thin to fit says nothing
     either way and fails nothing: the pass then states only what was measured
     (rtlab.verdict.case), and a run too short to bound its tail is no evidence against
-    the kernel."""
+    the kernel. Nor does a fit that warned (a poor fit, a heavy or censored tail): its
+    bound is reported beside the verdict and decides nothing."""
     limit = thresholds.get("max_us")
     if not policy.gating or limit is None or estimate is None or estimate.bound_ci_us is None:
+        return None
+    if estimate.warnings and estimate.bound_from != EMPIRICAL:
+        # the fit's bound where the fit warned: reported, never a fail
         return None
     lower = estimate.bound_ci_us[0]
     if lower <= limit.value:
         return None
     cited = policy.sources.get("gating", "statistics defaults")
     return (f"CPU{cpu} tail bound at p={policy.exceedance_probability:g}: "
-            f"{format_us(estimate.bound_us or 0)}, lower {estimate.confidence:.0%} limit "
+            f"{format_us(estimate.bound_us or 0)}, its lower limit (one-sided "
+            f"{(1 + estimate.confidence) / 2:.4%}) "
             f"{format_us(lower)} > max_us {format_us(limit.value)} ({limit.source}; "
-            f"{cited}: statistics gating)")
+            f"{cited}: statistics gating)"
+            + (f"; {limit.cite()}" if limit.provisional else ""))
 
 
 @attr.frozen
@@ -155,21 +163,37 @@ class LatencyJudgement:
     violations: list[str]
 
 
+def tail_violations(result: CyclictestResult, tails: Mapping[int, TailEstimate | None],
+                    policy: StatisticsPolicy, limits: Mapping[str, Threshold]) -> list[str]:
+    """The tail gate on every CPU of a run whose ``tails`` were estimated
+    (:func:`judge_latency`): rtlab.verdict.case judges it once, when the case stops."""
+    return [why for cpu in result.cpus
+            if (why := tail_violation(cpu.cpu, tails.get(cpu.thread), policy, limits))]
+
+
 def judge_latency(result: CyclictestResult, limits: Mapping[str, Threshold],
                   policy: StatisticsPolicy, duration_s: int,
-                  interval_us: int, *, broke: bool = False) -> LatencyJudgement:
+                  interval_us: int, *, broke: bool = False, tail_gate: bool = True,
+                  tail_confidence: float = 0.95, tails: bool = True) -> LatencyJudgement:
     """The limits of a latency case on what it measured (rtlab.verdict.case judges the
     whole case with them): thresholds, CPUs that never woke, and the tail estimate where
     thresholds.yaml gates on statistics.
 
     ``broke``: cyclictest ended the run at a wake-up past max_us (--breaktrace), which
     fails the case; a CPU whose thread had not woken by then was not kept off it for the
-    window, so it is recorded without a wake-up but is no violation of its own."""
+    window, so it is recorded without a wake-up but is no violation of its own.
+
+    ``tail_gate``: whether the tail gate joins the violations here (False: the caller
+    judges it once, :func:`tail_violations`); the tails are estimated at
+    ``tail_confidence``, unless ``tails`` is False (a window the case goes on after:
+    nothing reads them there)."""
     # the tail beyond what the window saw, beside the observed figures
-    tails = {cpu.thread: cpu_tail(cpu, limits, policy, interval_us) for cpu in result.cpus}
+    estimates = {cpu.thread: (cpu_tail(cpu, limits, policy, interval_us, tail_confidence)
+                              if tails or tail_gate else None)
+                 for cpu in result.cpus}
     per_thread = [(cpu.thread, cpu_facts(cpu)) for cpu in result.cpus]
     for thread, facts in per_thread:
-        tail = tails[thread]
+        tail = estimates[thread]
         if tail is not None:
             facts["tail"] = tail_facts(tail)
     per_thread += [(silent.thread, no_wakeup_facts(silent)) for silent in result.no_wakeup]
@@ -178,10 +202,10 @@ def judge_latency(result: CyclictestResult, limits: Mapping[str, Threshold],
     violations += [v.message for cpu in result.cpus
                    for v in check(cpu_figures(cpu), limits, cpu.cpu)]
     # thresholds stay the gate; the tail estimate joins it only where thresholds.yaml says
-    violations += [why for cpu in result.cpus
-                   if (why := tail_violation(cpu.cpu, tails[cpu.thread], policy, limits))]
+    if tail_gate:
+        violations += tail_violations(result, estimates, policy, limits)
     return LatencyJudgement(cpus=[facts for _, facts in sorted(per_thread, key=lambda t: t[0])],
-                            tails=tails, violations=violations)
+                            tails=estimates, violations=violations)
 
 
 def rt_tool_limits(limits: Mapping[str, Threshold]) -> dict[str, Threshold]:

@@ -134,6 +134,8 @@ class Decision:
     reason: str
     measured_s: float
     comparison: Comparison | None = None
+    seed: int | None = None
+    """The seed of the look's resamples (None: no comparison was drawn)."""
 
 
 def decide(policy: SequentialPolicy, measured_s: float, candidate: Histogram,
@@ -141,13 +143,14 @@ def decide(policy: SequentialPolicy, measured_s: float, candidate: Histogram,
            cpus: int, no_baseline: str = "no baseline",
            windows: Sequence[Histogram] = (), candidate_boots: int = 1,
            baseline_boots: Sequence[int] | None = None,
-           candidate_runs: Sequence[Histogram] = ()) -> Decision:
+           candidate_runs: Sequence[Histogram] = (), seed: int = 0) -> Decision:
     """After a window: stop or go on. ``candidate`` is the run so far (every CPU's
     wake-ups together, as reports compare runs), ``windows`` the same wake-ups window by
     window, ``baseline`` the eligible baseline's runs, each as long as the cap (empty:
     none is eligible, ``no_baseline`` says why); ``candidate_boots`` and
     ``baseline_boots``: the boots the run and each baseline run pooled, ``candidate_runs``
-    the boards' own histograms where it pooled several (rtlab.verdict.comparison.compare).
+    the boards' own histograms where it pooled several (rtlab.verdict.comparison.compare);
+    ``seed``: the look's own resamples (rtlab.verdict.case.LatencyCase.look_seed).
     """
     at_cap = measured_s >= policy.cap_s - 1e-9
     if not policy.is_look(measured_s):
@@ -163,24 +166,24 @@ def decide(policy: SequentialPolicy, measured_s: float, candidate: Histogram,
                               candidate_windows=windows,
                               baseline_windows=policy.cap_s / policy.window_s,
                               candidate_boots=candidate_boots, baseline_boots=baseline_boots,
-                              candidate_runs=candidate_runs)
+                              candidate_runs=candidate_runs, seed=seed)
     share = f"{policy.look_confidence:.2%} at this look of {len(policy.looks)}"
     if comparison.outcome == REGRESSION:
         return Decision(True, REGRESSION, f"regression ({share}): {comparison.message}",
-                        measured_s, comparison)
+                        measured_s, comparison, seed)
     if at_cap:
         return Decision(True, CAP, f"at the cap of {_minutes(policy.cap_s)}: "
-                        f"{comparison.outcome} ({share})", measured_s, comparison)
+                        f"{comparison.outcome} ({share})", measured_s, comparison, seed)
     if comparison.outcome == NO_CHANGE:
         safe, why = limit_safe_to_cap(policy, measured_s, candidate, limit_us=limit_us,
                                       interval_us=interval_us, cpus=cpus)
         if safe:
             return Decision(True, NO_CHANGE, f"no change ({share}); {why}", measured_s,
-                            comparison)
+                            comparison, seed)
         return Decision(False, CONTINUE, f"no change so far, but {why}", measured_s,
-                        comparison)
+                        comparison, seed)
     assert comparison.outcome == INCONCLUSIVE
-    return Decision(False, CONTINUE, f"inconclusive ({share})", measured_s, comparison)
+    return Decision(False, CONTINUE, f"inconclusive ({share})", measured_s, comparison, seed)
 
 
 # The gates of an early pass (EarlyPass.refused names those that refused it).

@@ -43,7 +43,9 @@ def measurement(request, begin_case, board_name, thresholds_flavour, thresholds,
                      cases=request.getfixturevalue("pipeline_cases"),
                      trace=TraceChoice(*request.getfixturevalue("trace_choice")(
                          scenario.name, interval_us)),
-                     requirements=suite.requirements_for(board_name, scenario.name))
+                     requirements=suite.requirements_for(board_name, scenario.name),
+                     # a replica's tail is judged with every board's, by the pooled case
+                     tail_gate=not request.config.option.rt_replicate)
     limits = plan.limits
     record.facts.update(plan.facts())
 

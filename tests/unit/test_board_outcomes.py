@@ -80,7 +80,7 @@ def test_a_clean_board_passes_and_its_record_keeps_the_judges_verdict(boards):
     # the case's confidence is the pipeline's, decided when the case was planned, and so
     # are its trace choice and its run requirements (rtlab.verdict.case.CasePlan)
     assert record["pipeline_cases"] == len(MATRIX)
-    assert record["case_confidence"] == pytest.approx(1 - 0.02 / len(MATRIX))
+    assert record["case_confidence"] == pytest.approx(1 - 0.01 / len(MATRIX))
     assert record["trace"]["requested"] is True and record["trace"]["why"] == "--rt-trace always"
     assert record["conditions"]["requirements"] == load_suite().requirements_for(
         "imx6q", "cpu50").as_dict()
