@@ -1,7 +1,9 @@
-"""The tail estimate of one CPU's histogram: a generalised Pareto fit to the samples above
-about its p99 (binned, overflow-censored likelihood), the probability of crossing a limit,
-the latency one wake-up exceeds with a small probability (profile-likelihood interval), and
-the maximum a run of that length should have (:func:`expected_max`). The model and its
+"""The tail estimate of one CPU's histogram: the latency one wake-up exceeds with a small
+probability, read from the wake-ups where they reach it (the empirical quantile and its
+exact binomial interval), else extrapolated by a generalised Pareto fit (binned,
+overflow-censored likelihood, profile-likelihood interval) from a threshold chosen where
+the tail begins (:func:`_choose_threshold`); the probability of crossing a limit; and the
+maximum a run of that length should have (:func:`expected_max`). The model and its
 assumptions: docs/verdicts.md, "The statistics behind the verdict"."""
 
 import math
@@ -21,6 +23,20 @@ _SHAPE_BOUNDS = (-0.5, 1.5)
 _US_PER_HOUR = 3.6e9
 # the negative log-likelihood of parameters the data rule out, finite for the optimisers
 _IMPOSSIBLE = 1e300
+EMPIRICAL_REACH = 1.0
+"""The wake-ups reach a probability p when n p is at least this: the quantile is then
+among the measured wake-ups, and read there rather than extrapolated."""
+THRESHOLD_FRACTIONS = (0.01, 0.005, 0.002, 0.001, 5e-4, 2e-4, 1e-4)
+"""The tail shares tried as the fit's threshold, lowest threshold first: from the p99 (the
+fixed threshold before, which lies in the body when the tail is rarer) upwards."""
+THRESHOLD_FIT_P = 0.01
+"""A threshold's fit is accepted when its chi-square test does not reject it at this level,
+the level below which a fit is warned poor (the lowest accepted threshold is where the
+tail begins)."""
+HEAVY_SHAPE = 0.5
+"""Above this shape a fit is warned heavy: its bound is unreliable."""
+EMPIRICAL = "empirical"
+GPD = "gpd"
 
 
 @attr.frozen
@@ -50,6 +66,8 @@ class TailEstimate:
     # (the upper end is inf when the data allow any tail)
     bound_us: float | None = None
     bound_ci_us: tuple[float, float] | None = None
+    # where the bound comes from: the wake-ups themselves (``empirical``) or the fit (``gpd``)
+    bound_from: str | None = None
     # the chi-square test of the fit on the exceedances (None when too few bins to test)
     fit_p_value: float | None = None
     warnings: tuple[str, ...] = ()
@@ -139,6 +157,63 @@ def _pot_threshold(hist: Histogram, tail_fraction: float,
     return hist.quantile(Fraction(hist.samples - target + 1, hist.samples)), target
 
 
+def _candidates(hist: Histogram, min_exceedances: int,
+                max_exceedances: int) -> list[tuple[int | None, int]]:
+    """The thresholds tried, lowest first: each of THRESHOLD_FRACTIONS that leaves at
+    least twice ``min_exceedances`` above it, each distinct, and at least the p99's."""
+    found: dict[int | None, int] = {}
+    for fraction in THRESHOLD_FRACTIONS:
+        u, target = _pot_threshold(hist, fraction, max_exceedances)
+        if target < 2 * min_exceedances and found:
+            break
+        found.setdefault(u, target)
+    if not found:
+        u, target = _pot_threshold(hist, 0.01, max_exceedances)
+        found[u] = target
+    return sorted(found.items(), key=lambda item: (item[0] is None, item[0] or 0))
+
+
+@attr.frozen
+class _Fit:
+    """One threshold's fit: its tail, the maximum-likelihood shape and scale, the
+    likelihood's optimum and the chi-square p-value (None: too few to test)."""
+
+    tail: _Tail
+    shape: float
+    scale: float
+    best: float
+    fit_p: float | None
+
+    @property
+    def accepted(self) -> bool:
+        """Neither warned heavy nor at a shape limit, nor rejected by the chi-square test:
+        a threshold in the body mixes the body's slope into the tail and reads it heavy."""
+        inside = _SHAPE_BOUNDS[0] + 1e-3 < self.shape <= HEAVY_SHAPE
+        return inside and (self.fit_p is None or self.fit_p >= THRESHOLD_FIT_P)
+
+
+def _tail_above(hist: Histogram, u: int) -> _Tail:
+    exceedances = int(hist.counts[u:].sum()) + hist.overflows
+    (buckets,) = np.nonzero(hist.counts[u:])
+    max_us = hist.known_max_us
+    return _Tail(
+        u=u, n=hist.samples, exceedances=exceedances, lower=buckets.astype(float),
+        counts=hist.counts[u:][buckets].astype(float), overflow_at=float(hist.range_us - u),
+        overflows=hist.overflows,
+        max_at=(float(math.floor(max_us)) - u
+                if hist.overflows and max_us is not None and max_us >= hist.range_us else None),
+    )
+
+
+def _fit_at(hist: Histogram, tail: _Tail) -> _Fit:
+    shape, scale, best = _fit(tail)
+    return _Fit(tail, shape, scale, best, _goodness_of_fit(tail, shape, scale, hist.range_us))
+
+
+def _distinct(hist: Histogram, u: int) -> int:
+    return int(np.count_nonzero(hist.counts[u:])) + (1 if hist.overflows else 0)
+
+
 def tail_estimate(
     hist: Histogram,
     threshold_us: float | None,
@@ -146,21 +221,26 @@ def tail_estimate(
     *,
     interval_us: float | None = None,
     confidence: float = 0.95,
-    tail_fraction: float = 0.01,
+    tail_fraction: float | None = None,
     min_exceedances: int = 50,
     max_exceedances: int = 20_000,
+    empirical: bool = True,
 ) -> TailEstimate:
-    """Fit a GPD to the histogram's samples above its ~99th percentile (binned,
-    overflow-censored likelihood) and estimate:
+    """Fit a GPD to the histogram's tail and estimate:
 
     * ``probability``: that one wake-up's latency is above ``threshold_us`` (reported in
       whole µs as cyclictest does, so above means ``>= floor(threshold_us) + 1``), and
       ``per_hour``: how often that happens in an hour of wake-ups every ``interval_us``;
     * ``bound_us``: the latency one wake-up exceeds with ``exceedance_probability``, with
-      a profile-likelihood confidence interval at ``confidence``.
+      an interval at ``confidence``. Where the wake-ups reach that probability (``n p >=
+      EMPIRICAL_REACH``) it is their quantile with the exact binomial interval of the order
+      statistics; beyond them the fit's, with its profile-likelihood interval.
 
-    A bound inside the data (``exceedance_probability`` at or above the fraction fitted)
-    is the empirical quantile, with the order-statistics interval.
+    The fit's threshold is where the tail begins: the lowest of the shares
+    THRESHOLD_FRACTIONS whose fit the chi-square test accepts (the best-fitting one with a
+    warning where none is); ``tail_fraction`` fixes it instead (the sample that many from
+    the top, at most ``max_exceedances``). ``empirical=False``: the fit's bound even
+    where the wake-ups reach p (bench/tail_fit_real.py compares the two).
     """
     if not 0 < exceedance_probability < 1:
         raise ValueError(f"exceedance_probability must be in (0, 1), got "
@@ -172,43 +252,58 @@ def tail_estimate(
                         exceedance_probability=exceedance_probability, confidence=confidence)
     if n == 0:
         return attr.evolve(base, warnings=("no samples",))
-    u, target = _pot_threshold(hist, tail_fraction, max_exceedances)
-    if u is None:
+    candidates = ([_pot_threshold(hist, tail_fraction, max_exceedances)]
+                  if tail_fraction is not None
+                  else _candidates(hist, min_exceedances, max_exceedances))
+    usable = [(u, target) for u, target in candidates if u is not None]
+    if not usable:
+        target = candidates[0][1]
         return attr.evolve(base, warnings=(
             f"the tail lies past the histogram range: {hist.overflows} of {n} samples are "
             f">= {hist.range_us} µs, so the {target} largest, which the fit starts from, "
             "all overflowed; rerun cyclictest with a larger -h",))
-    exceedances = int(hist.counts[u:].sum()) + hist.overflows
-    if exceedances < min_exceedances:
-        return attr.evolve(base, pot_threshold_us=u, tail_samples=exceedances, warnings=(
-            f"too few tail samples ({exceedances}) for a fit: {min_exceedances} needed "
-            f"at or above the {u} µs threshold; run longer",))
-    (buckets,) = np.nonzero(hist.counts[u:])
-    max_us = hist.known_max_us
-    tail = _Tail(
-        u=u, n=n, exceedances=exceedances, lower=buckets.astype(float),
-        counts=hist.counts[u:][buckets].astype(float), overflow_at=float(hist.range_us - u),
-        overflows=hist.overflows,
-        max_at=(float(math.floor(max_us)) - u
-                if hist.overflows and max_us is not None and max_us >= hist.range_us else None),
-    )
-    distinct = buckets.size + (1 if hist.overflows else 0)
-    if distinct < 3:
-        return attr.evolve(base, pot_threshold_us=u, tail_samples=exceedances, warnings=(
-            f"the tail spans only {distinct} distinct latencies above {u} µs: too coarse "
-            "for a fit",))
+    fits: list[_Fit] = []
+    refused: TailEstimate | None = None
+    for u, _ in usable:
+        assert u is not None
+        tail = _tail_above(hist, u)
+        if tail.exceedances < min_exceedances:
+            refused = refused or attr.evolve(
+                base, pot_threshold_us=u, tail_samples=tail.exceedances, warnings=(
+                    f"too few tail samples ({tail.exceedances}) for a fit: {min_exceedances} "
+                    f"needed at or above the {u} µs threshold; run longer",))
+            continue
+        distinct = _distinct(hist, u)
+        if distinct < 3:
+            refused = refused or attr.evolve(
+                base, pot_threshold_us=u, tail_samples=tail.exceedances, warnings=(
+                    f"the tail spans only {distinct} distinct latencies above {u} µs: too "
+                    "coarse for a fit",))
+            continue
+        fit = _fit_at(hist, tail)
+        fits.append(fit)
+        if fit.accepted:
+            break
+    if not fits:
+        assert refused is not None
+        return refused
+    chosen = next((f for f in fits if f.accepted), None)
+    if chosen is None:
+        chosen = max(fits, key=lambda f: -1.0 if f.fit_p is None else f.fit_p)
+    tail, shape, scale, best, fit_p = (chosen.tail, chosen.shape, chosen.scale, chosen.best,
+                                       chosen.fit_p)
+    u, exceedances = tail.u, tail.exceedances
     warnings: list[str] = []
     if hist.overflows * 2 > exceedances:
         warnings.append(f"{hist.overflows} of the {exceedances} tail samples overflowed the "
                         f"{hist.range_us} µs histogram: the fit rests mostly on censored data;"
                         " rerun with a larger -h")
-    shape, scale, best = _fit(tail)
     if shape >= _SHAPE_BOUNDS[1] - 1e-3 or shape <= _SHAPE_BOUNDS[0] + 1e-3:
         warnings.append(f"the shape hit its limit (ξ = {shape:.2f}): the fit is unreliable")
-    elif shape > 0.5:
-        warnings.append(f"heavy tail (shape ξ = {shape:.2f} > 0.5): the bound is unreliable")
-    fit_p = _goodness_of_fit(tail, shape, scale, hist.range_us)
-    if fit_p is not None and fit_p < 0.01:
+    elif shape > HEAVY_SHAPE:
+        warnings.append(f"heavy tail (shape ξ = {shape:.2f} > {HEAVY_SHAPE:g}): the bound is "
+                        "unreliable")
+    if fit_p is not None and fit_p < THRESHOLD_FIT_P:
         warnings.append(f"poor fit: the tail above {u} µs does not follow a generalised "
                         f"Pareto distribution (chi-square p = {fit_p:.2g})")
     rate = exceedances / n
@@ -224,9 +319,15 @@ def tail_estimate(
             per_hour = probability * _US_PER_HOUR / interval_us
 
     p = exceedance_probability
-    if p >= rate:
-        bound, interval = _empirical_bound(hist, p, confidence)
+    reached = (_empirical_bound(hist, p, confidence)
+               if (empirical and n * p >= EMPIRICAL_REACH) or p >= rate else None)
+    if reached is not None and math.isfinite(reached[1][0]):
+        # the wake-ups reach p: their own quantile, whatever the fit says (unless it lies
+        # past the histogram's range, where only the censored fit says anything)
+        bound, interval = reached
+        bound_from = EMPIRICAL
     else:
+        bound_from = GPD
         bound = u + _gpd_excess(shape, scale, rate / p)
         interval = _profile_interval(tail, bound, best, rate / p, confidence)
         if math.isinf(interval[1]):
@@ -238,7 +339,7 @@ def tail_estimate(
     return attr.evolve(
         base, pot_threshold_us=u, tail_samples=exceedances, shape=shape, scale_us=scale,
         probability=probability, per_hour=per_hour, bound_us=bound, bound_ci_us=interval,
-        fit_p_value=fit_p, warnings=tuple(warnings),
+        bound_from=bound_from, fit_p_value=fit_p, warnings=tuple(warnings),
     )
 
 
@@ -317,17 +418,25 @@ def _profile_interval(tail: _Tail, bound: float, best: float, ratio: float,
 def _empirical_bound(hist: Histogram, p: float, confidence: float) -> tuple[float,
                                                                          tuple[float, float]]:
     """The nearest-rank quantile 1 - p, and the order statistics that bracket it with
-    ``confidence`` (binomial, normal approximation); overflows read as inf."""
+    ``confidence``, exactly: the count of wake-ups above the true quantile is binomial
+    (n, p), so the j-th largest lies above it with P(count >= j); overflows read as inf,
+    and an upper limit past the largest wake-up is inf (the data cannot bound it)."""
     n = hist.samples
-    z = sps.norm.ppf((1 + confidence) / 2)
-    spread = z * math.sqrt(n * p * (1 - p))
-    centre = n * (1 - p)
-
-    def value(rank: float) -> float:
-        bucket = hist.quantile(Fraction(min(max(math.ceil(rank), 1), n), n))
+    alpha = 1 - confidence
+    # the j-th largest is the ((n - j + 1) / n) quantile
+    def largest(j: int) -> float:
+        if j < 1:
+            return math.inf
+        bucket = hist.quantile(Fraction(max(n - j + 1, 1), n))
         return math.inf if bucket is None else float(bucket)
 
-    return value(centre), (value(centre - spread), value(centre + spread))
+    # lower: P(j-th largest <= true) = P(count <= j - 1) >= 1 - alpha / 2
+    low_rank = int(sps.binom.ppf(1 - alpha / 2, n, p)) + 1
+    # upper: P(i-th largest >= true) = P(count >= i) >= 1 - alpha / 2
+    high_rank = int(sps.binom.ppf(alpha / 2, n, p))
+    centre = hist.quantile(Fraction(min(max(math.ceil(n * (1 - p)), 1), n), n))
+    return (math.inf if centre is None else float(centre),
+            (largest(low_rank), largest(high_rank)))
 
 
 def _goodness_of_fit(tail: _Tail, shape: float, scale: float, range_us: int) -> float | None:

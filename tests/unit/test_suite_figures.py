@@ -108,7 +108,8 @@ def test_statistical_gate_fails_only_a_tail_confidently_above_the_limit():
     assert tail_violation(0, straddling, policy(True), limit(100)) is None
     # the same tail against a limit below its lower confidence limit fails
     message = tail_violation(0, straddling, policy(True), limit(90))
-    assert message is not None and "lower 95% limit" in message and "> max_us 90 µs" in message
+    assert message is not None and "lower limit (one-sided 97.5000%)" in message
+    assert "> max_us 90 µs" in message
     short = cpu_tail(synthetic_cpu(3.0, samples=2000), limit(100), policy(True), 1000)
     assert not short.fitted
     assert tail_violation(0, short, policy(True), limit(100)) is None
