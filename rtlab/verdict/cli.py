@@ -25,9 +25,17 @@ def check(thresholds_path: Path, suite_path: Path) -> str:
             for tool in suite.rt_tests:
                 thresholds.lookup(board, flavour, tool)
                 cases += 1
+    provisional = sorted({f"{board}/{flavour}" for board in thresholds.boards
+                          for flavour in thresholds.flavours(board)
+                          if any(limit.provisional for scenario in suite.scenarios
+                                 for interval in suite.intervals_us
+                                 for limit in thresholds.lookup(board, flavour, scenario,
+                                                                interval).values())})
+    told = (f"; provisional (not measured on this lab's boards): {', '.join(provisional)}"
+            if provisional else "")
     return (f"{thresholds.display}: valid; {len(thresholds.boards)} boards, "
             f"{cases} test cases (board/flavour/scenario/interval and rt-tests) resolve "
-            "to limits")
+            f"to limits{told}")
 
 
 def show(thresholds_path: Path, suite_path: Path, board: str, flavour: str | None,
@@ -53,7 +61,8 @@ def show(thresholds_path: Path, suite_path: Path, board: str, flavour: str | Non
 
 def _table(thresholds: Thresholds, board: str, flavours: list[str],
            cases: list[tuple[str, int | None]]) -> str:
-    rows = [("board", "flavour", "scenario", "interval", "metric", "limit", "from", "reason")]
+    rows = [("board", "flavour", "scenario", "interval", "metric", "limit", "from",
+             "provisional", "reason")]
     for flavour in flavours:
         for scenario, interval in cases:
             limits = thresholds.lookup(board, flavour, scenario, interval)
@@ -66,6 +75,7 @@ def _table(thresholds: Thresholds, board: str, flavours: list[str],
                 rows.append((board, flavour, scenario,
                              "-" if interval is None else f"{interval} µs", metric,
                              format_us(limit.value), limit.source,
+                             "yes" if limit.provisional else "-",
                              reason if len(reason) <= 70 else reason[:67] + "..."))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row[:-1], widths, strict=True))
@@ -97,5 +107,6 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
             command.add_argument("--flavour", help="only this flavour")
             command.add_argument("--scenario", help="only this scenario")
             command.add_argument("--interval", type=int, help="only this interval (µs)")
-    # tuning's commands are the gate's too: rtlab thresholds suggest|replay (rtlab.tuning.cli)
+    # tuning's commands are the gate's too: rtlab thresholds suggest|replay (rtlab.tuning.cli),
+    # and check --db (the false red each limit implies, from the store)
     keep_actions(thresholds, threshold_actions)

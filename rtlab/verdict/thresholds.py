@@ -38,6 +38,9 @@ METRICS = ("max_us", "avg_us", "p99_9_us")
 # measured figure name -> the metric that limits it
 FIGURES = {"max": "max_us", "avg": "avg_us", "p99_9": "p99_9_us"}
 REASON = "reason"
+# provisional: why a level's limits were not measured on this lab's boards (a published
+# figure, another board): a failure against one says so and names the tuning command
+PROVISIONAL = "provisional"
 STATISTICS = "statistics"
 # trace: true keeps the kernel's trace of a breach of max_us (rtlab.measure.trace)
 TRACE = "trace"
@@ -81,6 +84,19 @@ class Threshold:
     reason: str | None
     # the level that set it, e.g. "boards.imx6q.flavours.rt.scenarios.cpu100"
     level: str = ""
+    # why the level that set it calls it provisional (not measured on this lab's boards)
+    provisional: str | None = None
+
+    def cite(self) -> str:
+        """Where the limit comes from, as a failure quotes it: its line, its reason, and
+        what to do where it is provisional."""
+        cited = f"{self.source}: {self.reason}" if self.reason else self.source
+        if self.provisional is None:
+            return cited
+        names = self.level.split(".")
+        board = names[1] if len(names) > 1 and names[0] == "boards" else "BOARD"
+        return (f"{cited}; a provisional limit ({self.provisional}): set it from this "
+                f"lab's own runs with `rtlab thresholds suggest --board {board}`")
 
     def set_for(self, scenario: str) -> bool:
         """Whether the scenario's own entry (or an interval below it) set this limit,
@@ -143,6 +159,8 @@ class _Level:
     statistics: Mapping[str, tuple[float | bool | int, int]] = attr.field(factory=dict)
     # trace: (value, line), when the level sets it
     trace: tuple[bool, int] | None = None
+    # why its limits are provisional (PROVISIONAL), when it says so
+    provisional: str | None = None
 
 
 @attr.frozen
@@ -244,7 +262,7 @@ def _resolve(display: str, path: list[_Level]) -> dict[str, Threshold]:
                     None,
                 )
                 result[metric] = Threshold(metric, value, f"{display}:{line}", reason,
-                                           path[depth].where)
+                                           path[depth].where, path[depth].provisional)
                 break
     return result
 
@@ -330,9 +348,10 @@ class _Loader:
         if kind in _TOOL_METRICS:
             child_key = None
             for key in node:
-                if key not in (*allowed_metrics, REASON):
+                if key not in (*allowed_metrics, REASON, PROVISIONAL):
                     raise self.error(line_of(node, key), self.not_for_tool(key, kind, where))
-        allowed = (*allowed_metrics, REASON, *([child_key] if child_key else []),
+        allowed = (*allowed_metrics, REASON, PROVISIONAL,
+                   *([child_key] if child_key else []),
                    *([] if kind in _TOOL_METRICS else [STATISTICS, TRACE]))
         self.known_keys(node, allowed)
         metrics = {}
@@ -346,6 +365,15 @@ class _Loader:
                 raise self.error(line_of(node, REASON),
                                  f"{where}.reason must be a non-empty string")
             reason = " ".join(reason.split())
+        provisional = None
+        if PROVISIONAL in node:
+            provisional = node[PROVISIONAL]
+            if not isinstance(provisional, str) or not provisional.strip():
+                raise self.error(line_of(node, PROVISIONAL),
+                                 f"{where}.{PROVISIONAL} must say why, as a non-empty string "
+                                 f"(not measured on this lab's boards: where from?), got "
+                                 f"{provisional!r}")
+            provisional = " ".join(provisional.split())
         children: dict[Any, _Level] = {}
         if child_key is not None:
             children = self.children(node, child_key, kind, where, line)
@@ -356,7 +384,7 @@ class _Loader:
                 raise self.error(line_of(node, TRACE), f"{where}.{TRACE} must be true or "
                                  f"false, got {node[TRACE]!r}")
             trace = (node[TRACE], line_of(node, TRACE))
-        return _Level(where, line, metrics, reason, children, statistics, trace)
+        return _Level(where, line, metrics, reason, children, statistics, trace, provisional)
 
     def statistics(self, node: CommentedMap,
                    where: str) -> dict[str, tuple[float | bool | int, int]]:
@@ -493,8 +521,8 @@ def check(figures: Mapping[str, float | None], thresholds: Mapping[str, Threshol
             what = f"CPU{cpu} {figure} {format_us(value)} > {limit}"
         else:
             continue
-        cited = f"{threshold.source}: {threshold.reason}" if threshold.reason else threshold.source
-        violations.append(Violation(cpu, figure, value, threshold, f"{what} ({cited})"))
+        violations.append(Violation(cpu, figure, value, threshold,
+                                    f"{what} ({threshold.cite()})"))
     return violations
 
 

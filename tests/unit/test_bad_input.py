@@ -55,8 +55,8 @@ def test_thresholds_file_with_a_misspelt_metric(tmp_path):
     with pytest.raises(ThresholdsError) as error:
         load_thresholds(path)
     assert str(error.value) == (f"{path}:{line_with(lines, 'max_ms')}: unknown key 'max_ms' "
-                                "(expected one of: avg_us, max_us, p99_9_us, reason, statistics, "
-                                "trace)")
+                                "(expected one of: avg_us, max_us, p99_9_us, provisional, reason, "
+                                "statistics, trace)")
 
 
 def test_suite_file_with_a_bad_setting(tmp_path):

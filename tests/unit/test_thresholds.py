@@ -198,8 +198,8 @@ def test_unknown_scenario_is_an_error_not_a_silent_fallback(hierarchy):
 
 @pytest.mark.parametrize("name, line, message", [
     ("bad-unknown-key.yaml", 6,
-     "unknown key 'max_ms' (expected one of: avg_us, max_us, p99_9_us, reason, scenarios, "
-     "statistics, trace)"),
+     "unknown key 'max_ms' (expected one of: avg_us, max_us, p99_9_us, provisional, reason, "
+     "scenarios, statistics, trace)"),
     ("bad-wrong-type.yaml", 6,
      "boards.imx6q.flavours.rt.max_us must be a number of µs, got '150us'"),
     ("bad-negative.yaml", 2, "defaults.avg_us must be greater than 0, got -5"),
@@ -258,7 +258,7 @@ def test_file_outside_the_repository_is_named_as_given(tmp_path):
     ("boards:\n  imx6q:\n    flavours:\n      rt:\n        max_us: 1\n        scenarios:\n"
      "          idle:\n            intervals:\n              100:\n                scenarios: {}\n",
      "thresholds.yaml:10: unknown key 'scenarios' (expected one of: avg_us, max_us, p99_9_us, "
-     "reason, statistics, trace)"),
+     "provisional, reason, statistics, trace)"),
     ("boards:\n  imx6q:\n    flavours:\n      rt:\n        max_us: 1\n        scenarios:\n"
      "          ptsematest:\n            intervals:\n              1000: {max_us: 1}\n",
      "thresholds.yaml:8: boards.imx6q.flavours.rt.scenarios.ptsematest: ptsematest runs at one "
