@@ -14,6 +14,7 @@ from sqlalchemy.engine import make_url
 from rtlab.measure.suite import load_suite
 from rtlab.store import URL_VARIABLE, default_url, open_store
 from rtlab.tuning import Method, gitbranch, relabel, replay, suggest, thresholds_at
+from rtlab.tuning.evidence import MAX_FROM
 from rtlab.tuning.proposal import make_proposal
 from rtlab.tuning.publish import (
     DEFAULT_BRANCH,
@@ -23,8 +24,10 @@ from rtlab.tuning.publish import (
     credentials_from_environment,
     publish,
 )
+from rtlab.tuning.rates import limit_rates
 from rtlab.util.commands import actions_of
 from rtlab.util.paths import REPO_ROOT
+from rtlab.verdict.cli import check as validate_thresholds
 from rtlab.verdict.thresholds import ThresholdsError, load_thresholds
 
 _DEFAULTS = Method()
@@ -53,7 +56,16 @@ def _when(text: str) -> datetime.datetime:
 
 def _method(args: argparse.Namespace) -> Method:
     return Method(quantile=args.quantile, margin=args.margin, min_runs=args.min_runs,
-                  merge=args.merge, figures=args.figures)
+                  merge=args.merge, figures=args.figures, max_from=args.max_from,
+                  pipeline_cases=args.pipeline_cases)
+
+
+def _check(args: argparse.Namespace) -> int:
+    print(validate_thresholds(Path(args.file), Path(args.suite)))
+    if args.db:
+        print(limit_rates(args.db, Path(args.file), Path(args.suite),
+                          pipeline_cases=args.pipeline_cases))
+    return 0
 
 
 def _suggest(args: argparse.Namespace) -> int:
@@ -170,6 +182,15 @@ def _method_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("--figures", type=int, default=_DEFAULTS.figures,
                          help=f"significant figures to round up to (default "
                               f"{_DEFAULTS.figures})")
+    command.add_argument("--max-from", choices=MAX_FROM, default=_DEFAULTS.max_from,
+                         help="max_us of a cyclictest case: 'exposure' (default), the "
+                              "latency its runs exceed with at most its share of the "
+                              "pipeline's error budget, from every CPU's wake-ups pooled; "
+                              "'quantile': the --quantile of its runs' maxima × --margin")
+    command.add_argument("--pipeline-cases", type=int, default=None,
+                         help="the pipeline's gated latency cases sharing its error budget "
+                              "(default: the newest stored record's pipeline_cases, else "
+                              "16)")
 
 
 def _common(parser: argparse.ArgumentParser, *names: str) -> None:
@@ -191,6 +212,15 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     """Add ``suggest``, ``replay`` and ``propose`` to the ``rtlab thresholds``
     sub-commands (rtlab.verdict.cli makes the command)."""
     actions = actions_of(sub, "thresholds")
+    check = actions.choices["check"]
+    check.add_argument("--db", help="also report the false red each cyclictest case's "
+                                    "max_us implies, from the series' stored wake-ups, "
+                                    "against its share of the error budget (a results "
+                                    "database URL or SQLite file)")
+    check.add_argument("--pipeline-cases", type=int, default=None,
+                       help="the pipeline's gated cases (default: the newest stored "
+                            "record's, else 16)")
+    check.set_defaults(func=_check)
     command = actions.add_parser(
         "suggest", help="propose limits from the results store and write them into the "
                         "thresholds file (comments and layout kept)",

@@ -10,6 +10,14 @@ import attr
 
 from rtlab.measure.rttests import TESTS
 from rtlab.store.query import CaseRow
+from rtlab.tuning.tail_limit import (
+    Exposure,
+    ImpliedRate,
+    TailLimit,
+    implied_rate,
+    pooled_exposure,
+    tail_limit,
+)
 from rtlab.verdict.baseline import LENGTH_TOLERANCE
 from rtlab.verdict.thresholds import FIGURES
 
@@ -23,6 +31,9 @@ SAME_LENGTH = LENGTH_TOLERANCE
 WHY_ONE_LENGTH = "a maximum grows with the number of wake-ups"
 
 
+MAX_FROM = ("exposure", "quantile")
+
+
 @attr.frozen
 class Method:
     """How suggestions are made (see the module docstring)."""
@@ -32,6 +43,13 @@ class Method:
     min_runs: int = 10
     merge: float = 0.2
     figures: int = 2
+    max_from: str = "exposure"
+    """``exposure``: max_us from the series' pooled wake-ups at the case's share of the
+    error budget (rtlab.tuning.tail_limit); ``quantile``: as the other metrics, the
+    quantile of the runs' maxima × margin (a store whose records kept no histograms)."""
+    pipeline_cases: int | None = None
+    """The pipeline's gated cases that share its budget (None: the newest stored record's
+    ``pipeline_cases``)."""
 
     def __attrs_post_init__(self) -> None:
         if not 0 < self.quantile <= 1:
@@ -44,6 +62,11 @@ class Method:
             raise ValueError(f"merge must be 0 or more, got {self.merge}")
         if self.figures < 1:
             raise ValueError(f"figures must be at least 1, got {self.figures}")
+        if self.max_from not in MAX_FROM:
+            raise ValueError(f"max-from must be one of {', '.join(MAX_FROM)}, got "
+                             f"{self.max_from!r}")
+        if self.pipeline_cases is not None and self.pipeline_cases < 1:
+            raise ValueError(f"pipeline-cases must be at least 1, got {self.pipeline_cases}")
 
     @property
     def all_below(self) -> float:
@@ -54,6 +77,14 @@ class Method:
         return math.ceil(round(1 + 1 / (1 - self.quantile), 6))
 
     def describe(self) -> str:
+        if self.max_from == "exposure":
+            return ("max_us: the latency one case's run exceeds with at most its share of "
+                    "the pipeline's error budget, from every CPU's wake-ups of the case's "
+                    "runs pooled (the tail model's upper confidence limit where they do not "
+                    "reach it); other metrics: " + self._quantile_rule())
+        return self._quantile_rule()
+
+    def _quantile_rule(self) -> str:
         quantile = ("the maximum" if self.quantile >= 1 else
                     f"the {self.quantile:g} quantile (the maximum below {self.all_below} runs)")
         return (f"{quantile} of the worst CPU's figure per run × {self.margin:g}, rounded up "
@@ -214,6 +245,19 @@ class Evidence:
     missing: str | None = None
     # which length the runs have, and the runs of other lengths left out
     lengths: Lengths | None = None
+    # max_us from the pooled exposure (Method.max_from "exposure"), and what the old
+    # limit implies there
+    tail: TailLimit | None = None
+    implied: ImpliedRate | None = None
+    exposure: Exposure | None = None
+
+    def false_red(self, limit_us: float) -> float | None:
+        """The chance one run of the case exceeds ``limit_us``, by its pooled wake-ups
+        (None: no exposure was read, or no tail could be fitted)."""
+        if self.exposure is None:
+            return None
+        found = implied_rate(self.exposure, limit_us)
+        return None if found is None or found.fitted is None else min(found.fitted, 1.0)
 
     @property
     def runs(self) -> int:
@@ -229,10 +273,23 @@ class Evidence:
         return f"{self.first:%Y-%m-%d}..{self.last:%Y-%m-%d}"
 
 
+@attr.frozen
+class Budget:
+    """What a max_us suggestion needs of the series' statistics: the limits' share of the
+    budget per case run, the confidence it is known to, each run's board time by case id,
+    and the limit the series has now (its implied false-red rate is reported)."""
+
+    share: float
+    confidence: float
+    durations: Mapping[int, object]
+    current_us: float | None = None
+
+
 def evidence(cases: Sequence[CaseRow], metric: str, method: Method,
-             lengths: Lengths | None = None) -> Evidence:
+             lengths: Lengths | None = None, budget: Budget | None = None) -> Evidence:
     """``metric``'s evidence in ``cases``, the comparable runs of one case (``lengths``
-    says which, :func:`comparable`)."""
+    says which, :func:`comparable`); max_us from the pooled exposure where ``budget`` is
+    given and the method says so."""
     values: list[float | None] = []
     used: list[CaseRow] = []
     for case in cases:
@@ -255,6 +312,17 @@ def evidence(cases: Sequence[CaseRow], metric: str, method: Method,
                 f"{method.min_runs}; {lengths.left_out_text()} left out: {WHY_ONE_LENGTH})"))
         return attr.evolve(base, missing=f"too few runs ({len(values)}, need "
                                          f"{method.min_runs})")
+    if metric == "max_us" and budget is not None and method.max_from == "exposure":
+        exposure = pooled_exposure(used, [_recorded_length(budget.durations.get(c.case_id))
+                                          for c in used])
+        found = tail_limit(exposure, budget.share, budget.confidence)
+        implied = (implied_rate(exposure, budget.current_us)
+                   if budget.current_us is not None else None)
+        base = attr.evolve(base, tail=found, implied=implied, label="budget",
+                           observed=found.upper_us, exposure=exposure)
+        if found.limit_us is None:
+            return attr.evolve(base, missing=found.missing)
+        return attr.evolve(base, suggested=nice_ceil(found.limit_us, method.figures))
     observed, label = high_quantile(values, method.quantile)
     if observed is None:
         unknown = sum(v is None for v in values)

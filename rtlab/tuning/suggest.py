@@ -26,6 +26,16 @@ for an rt-test) and per metric the file gates there (``max_us`` always, ``avg_us
 5. × ``--margin`` (1.2), rounded up to ``--figures`` (2) significant figures and a whole
    µs: 123 µs × 1.2 = 147.6 → 150 µs. That is the case's suggestion.
 
+A cyclictest case's ``max_us`` is not the quantile of its maxima but what its share of
+the pipeline's error budget allows (``--max-from exposure``, the default): every CPU's
+wake-ups of its comparable runs pooled, the latency one of its runs exceeds with at most
+the ``limits`` share of ``pipeline_false_fail`` over the pipeline's gated cases
+(``--pipeline-cases``, else the newest record's count), at its upper
+``exposure_confidence`` limit (:mod:`rtlab.tuning.tail_limit`), rounded up as above.
+Where the exposure cannot vouch for a limit (the tail model would extrapolate too far,
+or warns) the case keeps its limit and the table says why and how many more
+board-hours would do. ``--max-from quantile`` keeps the rule above for max_us too.
+
 Where a value is written: levels inherit, so one flavour-level limit can serve many cases.
 A value serves a case when it is at least the case's suggestion and at most ``--merge``
 (20 %) above it; each level takes the value that serves most of the cases inheriting from
@@ -63,6 +73,7 @@ from rtlab.tuning.evidence import (
     MEASURED,
     SAME_LENGTH,
     WHY_ONE_LENGTH,
+    Budget,
     Evidence,
     Lengths,
     Method,
@@ -84,7 +95,11 @@ from rtlab.tuning.yamledit import (
     round_trip_yaml,
     write_checked,
 )
+from rtlab.verdict.budget import ErrorBudget
 from rtlab.verdict.thresholds import METRICS, Threshold, ThresholdsError, format_us, load_thresholds
+
+DEFAULT_PIPELINE_CASES = 16
+"""The gate tier's gated cases (4 latency cases × 4 test jobs) where no record says."""
 
 
 @attr.frozen
@@ -278,15 +293,26 @@ class Suggestion:
                  f"Baseline: the measured (pass/fail) runs of {self.baseline}. Method: "
                  f"{self.method.describe()}.", ""]
         header = ("case", "metric", "old", "new", "set at", "suggested", "runs", "length",
-                  "dates", "new fails", "old failed")
+                  "dates", "new fails", "old failed", "false red per pipeline (old → new)")
         lines += [md_row(header), md_row(("---",) * len(header))]
+        total_old = total_new = 0.0
         for row in self.rows:
             ev = row.evidence
-            if ev.suggested is not None:
+            if ev.suggested is not None and ev.tail is not None:
+                suggested = (f"{format_us(ev.suggested)} (upper "
+                             f"{ev.tail.confidence:.0%} limit {format_us(ev.observed or 0)} "
+                             f"at p = {ev.tail.per_wakeup:.2g} per wake-up)")
+            elif ev.suggested is not None:
                 suggested = (f"{format_us(ev.suggested)} ({ev.label} "
                              f"{format_us(ev.observed or 0)} × {self.method.margin:g})")
             else:
                 suggested = ev.missing or "-"
+            rates = [ev.false_red(limit) for limit in (row.old.value, row.new)]
+            if rates[0] is not None and rates[1] is not None:
+                total_old += rates[0]
+                total_new += rates[1]
+            rate = ("-" if rates[1] is None else
+                    f"{'?' if rates[0] is None else f'{rates[0]:.2g}'} → {rates[1]:.2g}")
             changed = row.new != row.old.value
             # a level the edit wrote: a changed limit, or one kept on its own level
             where = row.where if changed or row.written else "unchanged"
@@ -296,7 +322,12 @@ class Suggestion:
                 format_us(row.new) if changed else "=", where, suggested, str(ev.runs),
                 ev.lengths.cell() if ev.lengths is not None and ev.runs else "-",
                 ev.dates(), str(ev.failures(row.new)) if ev.runs else "-",
-                str(ev.failures(row.old.value)) if ev.runs else "-")))
+                str(ev.failures(row.old.value)) if ev.runs else "-", rate)))
+        if total_new or total_old:
+            lines += ["", f"The max_us limits above imply a false red on unchanged kernels of "
+                          f"{total_old:.2g} per pipeline before and {total_new:.2g} after, "
+                          "counting these cases' limits alone, by their fitted tails "
+                          "(docs/verdicts.md, \"One error budget\")."]
         left_out = {series: lengths for series, lengths in self.lengths.items()
                      if lengths.left_out}
         if left_out:
@@ -367,8 +398,9 @@ def suggest(session: Session, thresholds_path: Path, *, board: str,
     doc = yaml.load(original)
     board_node = doc["boards"][board]
 
+    exposure = method.max_from == "exposure"
     cases = history(session, board=board, flavour=flavour, ref=ref, since=since,
-                    verdicts=MEASURED)
+                    verdicts=MEASURED, histograms=exposure)
     by_series: dict[Series, list[CaseRow]] = {}
     # runs that cannot tune anything here, by why: said, not silently dropped
     skipped: Counter[str] = Counter()
@@ -393,6 +425,11 @@ def suggest(session: Session, thresholds_path: Path, *, board: str,
         by_series[series] = runs
         lengths[series] = attr.evolve(found, used=len(runs))
 
+    pipeline_cases = method.pipeline_cases
+    if exposure and pipeline_cases is None:
+        pipeline_cases, found_in = _pipeline_cases(session, board=board, flavour=flavour,
+                                                   ref=ref, since=since)
+        notes.append(found_in)
     rows: list[Row] = []
     changes: list[Change] = []
     reasons: dict[Node, tuple[str, str | None]] = {}
@@ -412,8 +449,17 @@ def suggest(session: Session, thresholds_path: Path, *, board: str,
                 if old is None or (series.interval_us is None and metric == "p99_9_us"):
                     continue
                 olds[series] = old
+                budget = None
+                if exposure and metric == "max_us" and series.interval_us is not None:
+                    # cyclictest's cases: their wake-ups pooled at the case's share
+                    policy = thresholds.statistics(board, name, series.scenario,
+                                                   series.interval_us)
+                    assert pipeline_cases is not None
+                    budget = Budget(ErrorBudget(policy.pipeline_false_fail,
+                                                pipeline_cases).limits,
+                                    policy.exposure_confidence, durations, old.value)
                 targets.append(_Target(series, evidence(by_series.get(series, []), metric,
-                                                        method, lengths.get(series)),
+                                                        method, lengths.get(series), budget),
                                        old.value))
             if not targets:
                 continue
@@ -475,6 +521,24 @@ def suggest(session: Session, thresholds_path: Path, *, board: str,
                       [(row.series, row.metric, row.new) for row in rows])
         suggestion = attr.evolve(suggestion, written=True)
     return suggestion
+
+
+def _pipeline_cases(session: Session, *, board: str, flavour: str | None, ref: str | None,
+                    since: datetime.datetime | None) -> tuple[int, str]:
+    """The pipeline's gated case count the newest stored record of the board names
+    (rtlab.verdict.case.CasePlan.facts), and where it came from; DEFAULT_PIPELINE_CASES
+    where none does, said so."""
+    query = series_query(board=board, flavour=flavour, ref=ref, since=since,
+                         verdicts=MEASURED).order_by(None).order_by(
+        Case.started.desc(), Case.id.desc()).with_only_columns(Case.record).limit(200)
+    for (record,) in session.execute(query):
+        cases = record.get("pipeline_cases") if isinstance(record, dict) else None
+        if isinstance(cases, int) and not isinstance(cases, bool) and cases >= 1:
+            return cases, (f"max_us at the share of a pipeline of {cases} gated cases (the "
+                           "newest stored record's pipeline_cases; --pipeline-cases to set)")
+    return DEFAULT_PIPELINE_CASES, (
+        f"max_us at the share of a pipeline of {DEFAULT_PIPELINE_CASES} gated cases: no "
+        "stored record names its pipeline's count (--pipeline-cases to set)")
 
 
 def _durations(session: Session, *, board: str, flavour: str | None, ref: str | None,
@@ -556,6 +620,10 @@ def _reason(parts: list[tuple[str, Change]], today: datetime.date, method: Metho
         # the value is the highest suggestion among the cases it serves: name whose
         top = source[0]
         where = f" ({top.series.short()})" if len(served) > 1 else ""
+        if top.evidence.tail is not None:
+            tuned.append(f"{metric}{where}: {top.evidence.tail.describe()} → "
+                         f"{format_us(change.new)}")
+            continue
         tuned.append(f"{metric} {top.evidence.label} of worst-CPU {FIGURE_NAME[metric]} "
                      f"{format_us(top.evidence.observed or 0)}{where} × {method.margin:g} "
                      f"→ {format_us(change.new)}")

@@ -20,6 +20,10 @@ from rtlab.util.paths import REPO_ROOT
 from rtlab.verdict.thresholds import ThresholdsError, load_thresholds
 from tests.sqlite_store import ingested
 
+# the mechanics of the edit on the old rule for max_us too (quantile × margin): the
+# pooled-exposure rule has its tests in tests/unit/test_tail_limit.py
+QUANTILE = Method(max_from="quantile")
+
 THRESHOLDS = REPO_ROOT / "thresholds.yaml"
 TEMPLATE = (REPO_ROOT / "tests" / "data" / "records" / "vlab-imx6q-rt"
             / "qemu-imx6q_rt_cpu100_1000us--20261123142815277137.json")
@@ -180,7 +184,7 @@ def test_quantile_is_an_observed_value_and_the_maximum_for_few_runs():
 
 def test_suggest_writes_only_numbers_and_reasons(session, gate):
     before = gate.read_text(encoding="utf-8")
-    result = suggest(session, gate, board="imx6q", today=TODAY)
+    result = suggest(session, gate, board="imx6q", today=TODAY, method=QUANTILE)
     after = gate.read_text(encoding="utf-8")
     assert result.written and after == result.text
 
@@ -196,11 +200,16 @@ def test_suggest_writes_only_numbers_and_reasons(session, gate):
     assert edited.lookup("imx6q", "std", "idle", 1000)["max_us"].value == 20000
 
     removed, added = changed_lines(before, after)
-    # the flavour's number and the text of its reason, nothing else
+    # the flavour's number and the text of its reason, and its provisional mark (its
+    # max_us is measured on this lab's boards now), nothing else
     assert removed == ["        max_us: 150",
                        "          seed study: PREEMPT_RT on the i.MX6Q stayed under 150 µs at "
                        "all loads, so one",
-                       "          limit covers idle and cpu."]
+                       "          limit covers idle and cpu.",
+                       "        provisional: a published study of other i.MX6Q boards, not "
+                       "measured on this lab's"]
+    assert edited.lookup("imx6q", "rt", "idle", 100)["max_us"].provisional is None
+    assert edited.lookup("imx6q", "std", "idle", 1000)["max_us"].provisional is not None
     # added: numbers, reasons, and the levels that hold them
     keys = "|".join(re.escape(k) for k in (*SUITE.scenarios, *SUITE.rt_tests))
     allowed = re.compile(rf"^ *(max_us: \d+|reason: >-|scenarios:|intervals:|(?:{keys}):|"
@@ -244,17 +253,19 @@ def test_suggest_writes_only_numbers_and_reasons(session, gate):
 def test_the_table_shows_old_new_runs_and_what_each_value_fails(session, gate):
     # the median (the 7th of 12 runs, 64 µs) × 1.2 = 76.8 → 77 µs fails the two runs above
     result = suggest(session, gate, board="imx6q", flavour="rt", today=TODAY, write=False,
-                     method=Method(quantile=0.5))
+                     method=Method(quantile=0.5, max_from="quantile"))
     table = result.markdown()
     assert gate.read_text(encoding="utf-8") == THRESHOLDS.read_text(encoding="utf-8")
     line = line_of(gate, r"max_us: 150")
     assert table_row(table, "imx6q/rt/idle/100us") == [
         "imx6q/rt/idle/100us", "max_us", f"150 µs ({gate}:{line})", "77 µs", "flavours.rt",
-        "77 µs (p50 64 µs × 1.2)", "12", "3 s", "2026-10-01..2026-10-12", "2", "0"]
+        "77 µs (p50 64 µs × 1.2)", "12", "3 s", "2026-10-01..2026-10-12", "2", "0",
+        # the quantile rule reads no histograms: no false-red rate to state
+        "-"]
     # hackbench: 164 × 1.2 = 196.8 → 200 fails none of its runs; the old 150 µs failed 9
     assert table_row(table, "imx6q/rt/hackbench/10000us")[3:] == [
         "200 µs", "flavours.rt.scenarios.hackbench", "200 µs (p50 164 µs × 1.2)", "12",
-        "3 s", "2026-10-01..2026-10-12", "0", "9"]
+        "3 s", "2026-10-01..2026-10-12", "0", "9", "-"]
     assert table_row(table, "imx6q/rt/memory/10000us")[3:7] == [
         "=", "flavours.rt.scenarios.memory.intervals.10000", "too few runs (5, need 10)", "5"]
     assert "Cases without measured runs, limits unchanged" not in table
@@ -264,7 +275,8 @@ def test_the_table_shows_old_new_runs_and_what_each_value_fails(session, gate):
 
 
 def test_a_ref_without_runs_changes_nothing(session, gate):
-    result = suggest(session, gate, board="imx6q", ref="feature", today=TODAY)
+    result = suggest(session, gate, board="imx6q", ref="feature", today=TODAY,
+                     method=QUANTILE)
     assert not result.changes and not result.written
     assert "No change to" in result.markdown()
     flavours = load_thresholds(gate, SUITE).flavours("imx6q")
@@ -275,7 +287,8 @@ def test_a_ref_without_runs_changes_nothing(session, gate):
 
 def test_virtual_board_keeps_its_comments_and_anchors(session, gate):
     before = gate.read_text(encoding="utf-8")
-    suggest(session, gate, board="qemu-imx6q", flavour="rt", today=TODAY)
+    suggest(session, gate, board="qemu-imx6q", flavour="rt", today=TODAY,
+            method=QUANTILE)
     after = gate.read_text(encoding="utf-8")
     edited = load_thresholds(gate, SUITE)
     # max of 100…210 ms × 1.2 = 252 ms → 260 ms; avg 1000…2100 µs × 1.2 → 2600 µs
@@ -304,13 +317,14 @@ def test_a_file_that_would_not_load_is_left_alone(session, gate, monkeypatch):
 
     monkeypatch.setattr(yamledit, "load_thresholds", refuse)
     with pytest.raises(RuntimeError, match="would not load, left unchanged"):
-        suggest(session, gate, board="imx6q", today=TODAY)
+        suggest(session, gate, board="imx6q", today=TODAY, method=QUANTILE)
     assert gate.read_text(encoding="utf-8") == THRESHOLDS.read_text(encoding="utf-8")
     assert [p.name for p in gate.parent.iterdir()] == ["thresholds.yaml"]
 
 
 def test_suggest_command_dry_run_and_write(db, gate, capsys):
-    args = ["thresholds", "suggest", "--board", "imx6q", "--from", db, "--file", str(gate)]
+    args = ["thresholds", "suggest", "--board", "imx6q", "--from", db, "--file", str(gate),
+            "--max-from", "quantile"]
     assert cli.main([*args, "--dry-run"]) == 0
     assert "| imx6q/rt/idle/100us | max_us |" in capsys.readouterr().out
     assert gate.read_text(encoding="utf-8") == THRESHOLDS.read_text(encoding="utf-8")

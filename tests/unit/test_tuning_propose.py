@@ -98,7 +98,7 @@ class Lab:
 
     def argv(self, *extra: str) -> list[str]:
         return ["thresholds", "propose", "--db", self.db, "--file", str(self.file),
-                "--ref", "main", "--out", str(self.out), *extra]
+                "--ref", "main", "--out", str(self.out), "--max-from", "quantile", *extra]
 
     def branch_file(self) -> str:
         return subprocess.run(["git", "show", f"refs/heads/{BRANCH}:thresholds.yaml"],
@@ -206,7 +206,7 @@ def test_the_first_run_opens_one_merge_request_with_the_table(lab, gitlab, git_c
     assert cells[2:] == [f"150 µs ({main_limit_source(lab)})", "110 µs",
                          "flavours.rt.scenarios.cpu100.intervals.1000",
                          "110 µs (max 84 µs × 1.2)", "12", "3 s",
-                         "2026-10-01..2026-10-12", "0", "0"]
+                         "2026-10-01..2026-10-12", "0", "0", "-"]
     # the replay's summary: the stored runs the file fails now and as proposed
     assert ("- now (main:thresholds.yaml): 0 of 12 stored case(s) fail, 0 of them passed "
             "when they ran; 0 that failed then pass") in mr.description
@@ -425,7 +425,7 @@ def test_the_merge_request_proposes_limits_from_the_longest_runs_only(lab, capsy
     assert cells[2:] == [f"150 µs ({main_limit_source(lab)})", "110 µs",
                          "flavours.rt.scenarios.cpu100.intervals.1000",
                          "110 µs (max 84 µs × 1.2)", "12", "60 min (200 left out)",
-                         "2026-10-01..2026-10-12", "0", "0"]
+                         "2026-10-01..2026-10-12", "0", "0", "-"]
     assert (f"- {CASE}: 200 run(s) of 1 min left out, limits from 12 run(s) of 60 min"
             in description)
     assert "per case only its runs of the longest measured length (within 10%" in \

@@ -1,0 +1,197 @@
+"""max_us from a series' pooled exposure at the case's share of the error budget
+(rtlab.tuning.tail_limit, ``rtlab thresholds suggest --max-from exposure``): a history too
+short says so and how many board-hours more would do; a long one vouches for a limit
+whose true false-red rate, on a model whose tail is known, is within the share; the table
+and the merge request state the false red per pipeline each limit implies."""
+
+import datetime
+import json
+import math
+import shutil
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from rtlab.store import open_store
+from rtlab.tuning import Method, suggest
+from rtlab.tuning.rates import limit_rates
+from rtlab.tuning.tail_limit import Exposure, implied_rate, tail_limit
+from rtlab.verdict.budget import ErrorBudget
+from rtlab.verdict.histogram import Histogram
+from tests.sqlite_store import ingested
+from tests.unit.test_tuning import THRESHOLDS, TODAY, record, table_row
+
+RANGE_US = 400
+# a board's wake-ups: a 10-20 µs body and, for 3 % of them, a generalised Pareto tail
+# from 20 µs (ξ = 0.1, 3 µs): the model verdict_quality's light source follows
+TAIL_SHARE, SHAPE, SCALE = 0.03, 0.1, 3.0
+SHARE = ErrorBudget(0.01, 16).limits
+
+
+def survival(x: float) -> float:
+    """P(one wake-up's latency > x) of the model, x >= 20."""
+    return TAIL_SHARE * float(stats.genpareto.sf(x - 20, SHAPE, scale=SCALE))
+
+
+def bucket_probabilities() -> np.ndarray:
+    """P(latency in [b, b+1)) for b < RANGE_US, and past it (the last entry)."""
+    edges = np.arange(RANGE_US + 1, dtype=float)
+    body = np.clip((edges - 10) / 10, 0, 1) * (1 - TAIL_SHARE)
+    tail = TAIL_SHARE * stats.genpareto.cdf(np.maximum(edges - 20, 0), SHAPE, scale=SCALE)
+    cdf = body + tail
+    return np.append(np.diff(cdf), 1 - cdf[-1])
+
+
+def cpu_histogram(rng: np.random.Generator, samples: int) -> Histogram:
+    counts = rng.multinomial(samples, bucket_probabilities())
+    top = int(np.nonzero(counts[:-1])[0][-1])
+    return Histogram(counts[:-1], int(counts[-1]), float(top) if not counts[-1] else None)
+
+
+def exposure(runs: int, cpus: int, samples: int, seed: int = 0) -> Exposure:
+    rng = np.random.default_rng(seed)
+    pooled = Histogram.merged(cpu_histogram(rng, samples) for _ in range(runs * cpus))
+    return Exposure(pooled, runs, float(cpus * samples), runs * 600.0)
+
+
+def test_a_history_too_short_says_so_and_how_many_more_board_hours_would_do():
+    short = exposure(runs=3, cpus=2, samples=900_000)
+    found = tail_limit(short, SHARE, 0.95)
+    assert found.limit_us is None
+    # p* = share / one run's wake-ups; 5.4 M pooled wake-ups reach 1/(100 p*) only with
+    # 1.8 M / (1.9e-4 × 100) = 96 M of them
+    assert found.per_wakeup == pytest.approx(SHARE / 1_800_000)
+    needed = 1 / (found.per_wakeup * 100)
+    per_hour = short.wakeups / short.board_hours
+    assert found.more_board_hours == pytest.approx((needed - short.wakeups) / per_hour)
+    assert "runs (0.5 board-hours" in found.missing
+    assert f"about {found.more_board_hours:.3g} more board-hours" in found.missing
+    assert found.describe().startswith("no limit vouched for: 3 runs")
+
+
+def test_enough_history_vouches_for_a_limit_whose_true_false_red_is_within_the_share():
+    wakeups_per_run = 1_800_000
+    for seed in range(3):
+        long = exposure(runs=60, cpus=2, samples=wakeups_per_run // 2, seed=seed)
+        found = tail_limit(long, SHARE, 0.95)
+        assert found.limit_us is not None, found.missing
+        assert found.source == "gpd"
+        # the true chance one run exceeds the limit: at most W p(x), within the share
+        true = wakeups_per_run * survival(found.limit_us)
+        assert true <= SHARE, (seed, found.limit_us, true)
+        # and not wastefully high: the true quantile at p* is below it, within 25 %
+        target = 20 + stats.genpareto.isf(found.per_wakeup / TAIL_SHARE, SHAPE, scale=SCALE)
+        assert target <= found.limit_us <= 1.25 * target
+        rate = implied_rate(long, found.limit_us)
+        assert rate is not None and rate.fitted <= SHARE
+
+
+def test_an_old_limit_reports_the_false_red_it_implies():
+    long = exposure(runs=60, cpus=2, samples=900_000)
+    tight = implied_rate(long, 60)
+    wide = implied_rate(long, 150)
+    # 60 µs: a run of 1.8 M wake-ups crosses it about W × p(60) times
+    assert tight.fitted == pytest.approx(1_800_000 * survival(61), rel=0.5)
+    assert tight.observed > 0 and wide.observed == 0
+    assert wide.fitted < tight.fitted
+    assert "pooled wake-ups above it" in wide.describe()
+
+
+# ------------------------------------------------------------ through the store ----
+
+SAMPLES = 1_200_000
+
+
+def histogram_record(run: int, seed: int, scenario: str = "cpu100") -> dict:
+    """A record of the suite's kind for imx6q/rt/<scenario>/1000us with two CPUs drawn
+    from the model (1.2 M wake-ups each) and its pipeline's 16 gated cases."""
+    rng = np.random.default_rng(seed)
+    item = record("imx6q", "rt", scenario, 1000, run, 40)
+    item["duration_s"] = 1200
+    item["pipeline_cases"] = 16
+    cpus = []
+    for cpu in (0, 1):
+        hist = cpu_histogram(rng, SAMPLES)
+        cpus.append({"cpu": cpu, "samples": SAMPLES, "min_us": 10,
+                     "avg_us": 16.0, "max_us": hist.known_max_us, "overflows": hist.overflows,
+                     "histogram_range_us": RANGE_US,
+                     "histogram": {str(b): int(c) for b, c in enumerate(hist.counts) if c},
+                     "percentiles_us": {"p50": 15, "p99": 25, "p99_9": 33, "p99_99": 41}})
+    item["cpus"] = cpus
+    item["verdict"] = "pass"
+    return item
+
+
+@pytest.fixture(scope="module")
+def store_url(tmp_path_factory) -> str:
+    folder = tmp_path_factory.mktemp("exposure")
+    records = folder / "records"
+    records.mkdir()
+    items = [histogram_record(run, run) for run in range(60)]
+    # a second case with only 12 runs: enough runs, too little exposure
+    items += [histogram_record(run, 1000 + run, "idle") for run in range(12)]
+    for index, item in enumerate(items):
+        started = datetime.datetime.fromisoformat(item["started"])
+        item["started"] = (started + datetime.timedelta(hours=index % 24)).isoformat()
+        (records / f"{index:05d}.json").write_text(json.dumps(item), encoding="utf-8")
+    return ingested(records, folder / "results.db")
+
+
+def test_suggest_sets_max_us_from_the_exposure_and_the_table_states_the_false_red(
+        store_url, tmp_path):
+    gate = tmp_path / "thresholds.yaml"
+    shutil.copyfile(THRESHOLDS, gate)
+    store = open_store(store_url)
+    try:
+        with store.session() as session:
+            result = suggest(session, gate, board="imx6q", flavour="rt", today=TODAY,
+                             write=False, method=Method())
+    finally:
+        store.close()
+    [row] = [r for r in result.rows if r.series.short() == "cpu100/1000us"
+             and r.metric == "max_us"]
+    tail = row.evidence.tail
+    assert tail is not None and tail.limit_us is not None
+    # the share of a pipeline of 16 cases, as its records say, over one run's wake-ups
+    assert tail.share == pytest.approx(SHARE)
+    assert tail.per_wakeup == pytest.approx(SHARE / (2 * SAMPLES))
+    assert row.evidence.suggested >= tail.limit_us
+    assert any("a pipeline of 16 gated cases (the newest stored record's" in note
+               for note in result.notes)
+    # the true false red of the suggested limit is within the share
+    assert 2 * SAMPLES * survival(row.evidence.suggested) <= SHARE
+    table = result.markdown()
+    cells = table_row(table, "imx6q/rt/cpu100/1000us")
+    old, new = (float(v) for v in cells[-1].split(" → "))
+    assert new <= SHARE and old == pytest.approx(2 * SAMPLES * survival(151), rel=1)
+    assert "imply a false red on unchanged kernels of" in table
+    # the idle case: 12 runs, 29 M wake-ups, far short of what p* needs
+    [idle] = [r for r in result.rows if r.series.short() == "idle/1000us"
+              and r.metric == "max_us"]
+    assert idle.evidence.suggested is None and idle.new == idle.old.value
+    assert "more board-hours of unchanged runs would" in idle.evidence.missing
+    assert idle.evidence.missing in table_row(table, "imx6q/rt/idle/1000us")[5]
+    assert math.isfinite(idle.evidence.tail.more_board_hours)
+
+
+def test_check_reports_the_false_red_a_hand_written_limit_implies(store_url, capsys):
+    from rtlab import cli
+
+    assert cli.main(["thresholds", "check", "--db", store_url]) == 0
+    out = capsys.readouterr().out
+    # the file's provisional limits are listed, and each rated limit against its share
+    assert "provisional (not measured on this lab's boards): imx6q/preempt" in out
+    [line] = [line for line in out.splitlines() if "imx6q/rt/cpu100/1000us" in line]
+    # 150 µs, written by hand: a run of 2.4 M wake-ups crosses it far more often than
+    # its share allows
+    assert line.startswith("✗ imx6q/rt/cpu100/1000us: max_us 150 µs (thresholds.yaml:")
+    rate = float(line.split("false red ")[1].split(" per pipeline")[0])
+    assert rate == pytest.approx(2 * SAMPLES * survival(151), rel=0.5) and rate > SHARE
+    assert f"share {SHARE:.2g} (60 runs)" in line
+    # too little exposure to suggest a limit, enough to rate the one it has
+    [idle] = [line for line in out.splitlines() if "imx6q/rt/idle/1000us" in line]
+    assert idle.startswith("✗ imx6q/rt/idle/1000us: max_us 150 µs") and "(12 runs)" in idle
+    missing = "/nonexistent/results.db"
+    with pytest.raises(FileNotFoundError, match=missing):
+        limit_rates(missing, THRESHOLDS, THRESHOLDS.parent / "suite.yaml")
