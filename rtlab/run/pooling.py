@@ -1,6 +1,7 @@
 """One case measured on several boards at once, judged on the pooled result.
 
-``rtlab run --board TYPE --boards N --spread replicate`` (the default of the gate tier)
+``rtlab run --board TYPE --boards N --spread replicate`` (the default of the gate and full
+tiers)
 starts one ``rtlab run`` per place as sharing does, but every place measures every case,
 each for a share of the case's budget (``--duration`` / N): the case gets N boots and N
 boards' wake-ups in the wall time of one share. The places write their *replica* records
@@ -58,11 +59,18 @@ _PER_BOARD = ("cpus", "place", "run_id", "started", "finished", "infrastructure"
               "threads", "functional", "conditions", "judged", "error", "measured_again")
 
 
+REPLICATED_TIERS = ("gate", "full")
+"""The tiers whose cases are replicated over a type's boards: the same board time as one
+board's whole case, and a verdict that tells a kernel from a boot (the full tier too: one
+board's fixed hour found a tail × 1.5 in about half the cases where four boards' quarter
+hours found it in 85 %, docs/measured.md)."""
+
+
 def default_spread(tier: str | None, places: int) -> str:
-    """The gate tier replicates each case over the ``places`` found of the type; the full
-    tier, a run of named cases and a lab with one board per type shard whole cases (one
-    board alone keeps its adaptive early decisions)."""
-    return "replicate" if tier == "gate" and places > 1 else "shard"
+    """A tier's cases are replicated over the ``places`` found of the type
+    (REPLICATED_TIERS); a run of named cases and a lab with one board per type shard
+    whole cases (one board alone keeps its adaptive early decisions)."""
+    return "replicate" if tier in REPLICATED_TIERS and places > 1 else "shard"
 
 
 def share_of(duration_s: int, boards: int) -> int:

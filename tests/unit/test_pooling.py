@@ -202,7 +202,9 @@ def test_the_gate_tier_replicates_and_other_runs_shard():
     assert default_spread("gate", 2) == "replicate"
     assert default_spread("gate", 4) == "replicate"
     assert default_spread("gate", 1) == "shard"
-    assert default_spread("full", 4) == "shard"
+    # the nightly full tier as strong as the gate: its cases replicated too (issue 44)
+    assert default_spread("full", 4) == "replicate"
+    assert default_spread("full", 1) == "shard"
     assert default_spread(None, 4) == "shard"
     assert share_of(3600, 4) == 900 and share_of(10, 3) == 4
 
