@@ -83,7 +83,6 @@ import latency_families as lf  # noqa: E402  (REAL_DATA, the light source's fami
 import verdict_quality as vq  # noqa: E402  (the light synthetic source)
 
 import rtlab.verdict.sequential as sequential  # noqa: E402
-from rtlab.measure.cyclictest import CyclictestParseError, parse_histogram  # noqa: E402
 from rtlab.verdict.histogram import Histogram  # noqa: E402
 from rtlab.verdict.sequential import SequentialPolicy, early_pass  # noqa: E402
 from rtlab.verdict.tail import TailEstimate  # noqa: E402
@@ -213,16 +212,9 @@ class Recording:
 
 
 def load_recordings() -> tuple[list[Recording], list[str]]:
-    recordings, refused = [], []
-    for path in sorted(p for p in lf.REAL_DATA.rglob("*") if p.is_file()):
-        if path.suffix == ".md":
-            continue
-        name = str(path.relative_to(lf.REAL_DATA))
-        try:
-            dump = parse_histogram(path.read_text(encoding="utf-8", errors="replace"), name)
-        except CyclictestParseError as error:
-            refused.append(f"{name}: {str(error).splitlines()[0][:110]}")
-            continue
+    recordings = []
+    dumps, refused = lf.real_dumps()
+    for name, dump in dumps:
         range_us = len(dump.columns[0].counts)
         counts = np.sum([np.array(c.counts, dtype=np.int64) for c in dump.columns], axis=0)
         extra, low, high = [], [], []

@@ -51,7 +51,8 @@ import attr
 import numpy as np
 import verdict_quality as vq
 
-from rtlab.measure.cyclictest import parse_histogram
+from rtlab.measure.cyclictest import CyclictestParseError, parse_histogram
+from rtlab.measure.cyclictest import Histogram as HistogramDump
 from rtlab.verdict.histogram import Histogram
 
 # RTLAB_REAL_DATA: the recordings elsewhere (a machine without ../shared)
@@ -252,6 +253,22 @@ def real_cpu(name: str, counts: np.ndarray, overflows: int, max_us: float | None
     limit = min(REAL_TAIL_FRACTION * hist.samples, 20_000)
     u0 = int(np.argmax(at_or_above <= limit))
     return vq.histogram_model(name, hist, float(at_or_above[u0]) / hist.samples)
+
+
+def real_dumps() -> tuple[list[tuple[str, HistogramDump]], list[str]]:
+    """Every file under REAL_DATA that is a cyclictest ``-h`` dump rtlab reads, by its path
+    there, and why each other one is not (its first line of error)."""
+    dumps, refused = [], []
+    for path in sorted(p for p in REAL_DATA.rglob("*") if p.is_file()):
+        if path.suffix == ".md":
+            continue
+        name = str(path.relative_to(REAL_DATA))
+        try:
+            dumps.append((name, parse_histogram(
+                path.read_text(encoding="utf-8", errors="replace"), name)))
+        except CyclictestParseError as error:
+            refused.append(f"{name}: {str(error).splitlines()[0][:110]}")
+    return dumps, refused
 
 
 def real(name: str, file: str, columns: tuple[int, ...] | None = None) -> Family:

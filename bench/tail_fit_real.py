@@ -37,9 +37,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import latency_families as lf  # noqa: E402  (REAL_DATA)
+import latency_families as lf  # noqa: E402  (REAL_DATA, real_dumps)
 
-from rtlab.measure.cyclictest import CyclictestParseError, parse_histogram  # noqa: E402
 from rtlab.verdict.histogram import Histogram  # noqa: E402
 from rtlab.verdict.tail import tail_estimate  # noqa: E402
 
@@ -48,16 +47,9 @@ KEEP = 0.01
 
 
 def columns(min_samples: int) -> tuple[list[tuple[str, Histogram]], list[str]]:
-    found, left_out = [], []
-    for path in sorted(p for p in lf.REAL_DATA.rglob("*") if p.is_file()):
-        if path.suffix == ".md":
-            continue
-        name = str(path.relative_to(lf.REAL_DATA))
-        try:
-            dump = parse_histogram(path.read_text(encoding="utf-8", errors="replace"), name)
-        except CyclictestParseError as error:
-            left_out.append(f"{name}: not a -h dump rtlab reads ({str(error)[:70]})")
-            continue
+    found = []
+    dumps, left_out = lf.real_dumps()
+    for name, dump in dumps:
         for column in dump.columns:
             hist = Histogram(np.array(column.counts, dtype=np.int64), column.overflows,
                              float(column.max_us) if column.max_us is not None else None)

@@ -60,9 +60,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="how many of its newest runs (default 20, as rtlab report)")
     group.addoption("--rt-pipeline-jobs", type=int, default=1, metavar="N",
                     help="how many jobs of one pipeline judge latency cases as this one "
-                         "does (default 1): the pipeline's false-fail rate "
-                         "(thresholds.yaml pipeline_false_fail) is shared over this "
-                         "session's latency cases times N (rtlab.verdict.case)")
+                         "does (default 1): the pipeline's error budget "
+                         "(thresholds.yaml pipeline_false_fail, every way a case fails) "
+                         "is shared over this session's latency cases times N "
+                         "(rtlab.verdict.budget)")
     group.addoption("--rt-tier", default=None,
                     help="a tier of the suite file: its cases (full: the whole matrix); "
                          "the records say which tier ran")

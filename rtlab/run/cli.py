@@ -185,9 +185,10 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                                             "$CI_DEFAULT_BRANCH, else main; '' any)")
     run.add_argument("--pipeline-jobs", type=int, default=None, metavar="N",
                      help="how many jobs of the pipeline judge latency cases as this one "
-                          "(default 1): a pipeline of unchanged kernels fails on a false "
-                          "regression with thresholds.yaml's pipeline_false_fail at most, "
-                          "shared over this job's cases times N")
+                          "(default 1): a pipeline of unchanged kernels goes red with "
+                          "thresholds.yaml's pipeline_false_fail at most, counting every "
+                          "way a case fails, shared over this job's cases times N "
+                          "(rtlab.verdict.budget)")
     run.add_argument("--boards", type=_boards, default=1, metavar="N|all",
                      help="with --board: run on N healthy places of the type at once (all: "
                           "every one), sharing the cases, each measured by one place "

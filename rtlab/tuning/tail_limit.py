@@ -14,9 +14,10 @@ from the wake-ups where they reach p* (rtlab.verdict.tail: the empirical quantil
 extrapolated by the tail model, and taken at its upper confidence limit (the confidence
 of thresholds.yaml's ``exposure_confidence``, one-sided) so that a limit the data know
 little about is set high rather than tight. Where the model warns (a poor fit, a heavy or
-censored tail, an extrapolation more than 100 times beyond the exposure) the exposure
-cannot vouch for any limit: the suggestion says so and how many more board-hours would
-bring p* within 100 times the exposure.
+censored tail, an extrapolation more than 100 times beyond the exposure), or where the
+history's own wake-ups lie above the limit it gives (a rare mode the model does not
+hold: an SMI, a firmware call), the exposure cannot vouch for any limit: the suggestion
+says so, and where more history would do, how many more board-hours.
 """
 
 import math
@@ -144,6 +145,20 @@ def tail_limit(exposure: Exposure, share: float, confidence: float) -> TailLimit
         return attr.evolve(base, estimate_us=estimate.bound_us,
                            missing="the upper confidence limit is unbounded: the pooled "
                                    "wake-ups allow an arbitrarily heavy tail")
+    hist = exposure.histogram
+    above = (int(hist.counts[math.floor(upper) + 1:].sum()) + hist.overflows
+             if math.floor(upper) + 1 < hist.range_us else
+             hist.overflows if (hist.known_max_us or math.inf) > upper else 0)
+    if above:
+        # the history's own runs would have failed it: a mode the model does not hold
+        largest = hist.known_max_us
+        return attr.evolve(
+            base, estimate_us=estimate.bound_us,
+            missing=(f"{above} of the history's wake-ups lie above the tail model's "
+                     f"{upper:.0f} µs (the largest "
+                     f"{'past the histogram' if largest is None else f'{largest:.0f} µs'}): "
+                     "a rare mode the model does not hold, whose rate the history cannot "
+                     "bound at this share; no limit is vouched for"))
     return attr.evolve(base, estimate_us=estimate.bound_us, upper_us=upper,
                        limit_us=int(math.ceil(upper)), source=estimate.bound_from)
 

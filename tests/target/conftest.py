@@ -274,8 +274,8 @@ def case_baseline(request, board_name, flavour):
 
 @pytest.fixture(scope="session")
 def pipeline_cases(request) -> int:
-    """How many gated latency cases share the pipeline's false-fail rate
-    (rtlab.verdict.case.case_confidence): this session's, times the pipeline's jobs that
+    """How many gated latency cases share the pipeline's error budget
+    (rtlab.verdict.budget): this session's, times the pipeline's jobs that
     judge as many (--rt-pipeline-jobs)."""
     from rtlab.verdict.case import pipeline_case_count
 

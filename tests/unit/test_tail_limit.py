@@ -87,6 +87,22 @@ def test_enough_history_vouches_for_a_limit_whose_true_false_red_is_within_the_s
         assert rate is not None and rate.fitted <= SHARE
 
 
+def test_a_rare_mode_in_the_history_above_the_model_vouches_for_no_limit():
+    """Three wake-ups of 300-380 µs among 108 M (an SMI a few times a month of runs): the
+    tail model's limit would have failed the history's own runs."""
+    long = exposure(runs=60, cpus=2, samples=900_000)
+    counts = long.histogram.counts.copy()
+    for value in (300, 340, 380):
+        counts[value] += 1
+    rare = Exposure(Histogram(counts, 0, 380.0), long.runs, long.wakeups_per_run,
+                    long.board_s)
+    assert tail_limit(long, SHARE, 0.95).limit_us is not None
+    found = tail_limit(rare, SHARE, 0.95)
+    assert found.limit_us is None and found.more_board_hours is None
+    assert "3 of the history's wake-ups lie above the tail model's" in found.missing
+    assert "(the largest 380 µs): a rare mode the model does not hold" in found.missing
+
+
 def test_an_old_limit_reports_the_false_red_it_implies():
     long = exposure(runs=60, cpus=2, samples=900_000)
     tight = implied_rate(long, 60)
