@@ -31,7 +31,9 @@ the pipeline's error budget allows (``--max-from exposure``, the default): every
 wake-ups of its comparable runs pooled, the latency one of its runs exceeds with at most
 the ``limits`` share of ``pipeline_false_fail`` over the pipeline's gated cases
 (``--pipeline-cases``, else the newest record's count), at its upper
-``exposure_confidence`` limit (:mod:`rtlab.tuning.tail_limit`), rounded up as above.
+``exposure_confidence`` limit (:mod:`rtlab.tuning.tail_limit`), rounded up as above. A
+series whose statistics do not gate (``statistics: {gating: false}``: an emulated board)
+keeps the quantile rule, and the notes say so.
 Where the exposure cannot vouch for a limit (the tail model would extrapolate too far,
 or warns) the case keeps its limit and the table says why and how many more
 board-hours would do. ``--max-from quantile`` keeps the rule above for max_us too.
@@ -430,6 +432,8 @@ def suggest(session: Session, thresholds_path: Path, *, board: str,
         pipeline_cases, found_in = _pipeline_cases(session, board=board, flavour=flavour,
                                                    ref=ref, since=since)
         notes.append(found_in)
+    # flavours whose statistics do not gate: max_us by the quantile rule, said so
+    ungated: dict[str, str] = {}
     rows: list[Row] = []
     changes: list[Change] = []
     reasons: dict[Node, tuple[str, str | None]] = {}
@@ -451,13 +455,18 @@ def suggest(session: Session, thresholds_path: Path, *, board: str,
                 olds[series] = old
                 budget = None
                 if exposure and metric == "max_us" and series.interval_us is not None:
-                    # cyclictest's cases: their wake-ups pooled at the case's share
+                    # cyclictest's cases: their wake-ups pooled at the case's share, where
+                    # the statistics gate (a board whose figures cannot be gated on, an
+                    # emulated one, keeps the quantile rule, and the notes say so)
                     policy = thresholds.statistics(board, name, series.scenario,
                                                    series.interval_us)
                     assert pipeline_cases is not None
-                    budget = Budget(ErrorBudget(policy.pipeline_false_fail,
-                                                pipeline_cases).limits,
-                                    policy.exposure_confidence, durations, old.value)
+                    if policy.gating:
+                        budget = Budget(ErrorBudget(policy.pipeline_false_fail,
+                                                    pipeline_cases).limits,
+                                        policy.exposure_confidence, durations, old.value)
+                    else:
+                        ungated.setdefault(name, policy.sources.get("gating", "?"))
                 targets.append(_Target(series, evidence(by_series.get(series, []), metric,
                                                         method, lengths.get(series), budget),
                                        old.value))
@@ -495,6 +504,8 @@ def suggest(session: Session, thresholds_path: Path, *, board: str,
                                 new, node_name(setting) if setting else "board/defaults",
                                 setting in plan))
 
+    notes += [f"{board}/{name}: statistics gating is off ({where}): its max_us by the "
+              "quantile rule, not the error budget" for name, where in ungated.items()]
     for node, parts in reason_parts.items():
         level = level_of(board_node["flavours"][node[0]], node)
         replaced = None

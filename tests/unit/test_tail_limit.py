@@ -211,3 +211,26 @@ def test_check_reports_the_false_red_a_hand_written_limit_implies(store_url, cap
     missing = "/nonexistent/results.db"
     with pytest.raises(FileNotFoundError, match=missing):
         limit_rates(missing, THRESHOLDS, THRESHOLDS.parent / "suite.yaml")
+
+
+def test_a_series_whose_statistics_do_not_gate_keeps_the_quantile_rule(store_url, tmp_path):
+    gate = tmp_path / "thresholds.yaml"
+    text = THRESHOLDS.read_text(encoding="utf-8")
+    marker = "  imx6q:\n    flavours:\n      rt:\n"
+    assert marker in text
+    gate.write_text(text.replace(marker, marker + "        statistics: {gating: false}\n", 1),
+                    encoding="utf-8")
+    store = open_store(store_url)
+    try:
+        with store.session() as session:
+            result = suggest(session, gate, board="imx6q", flavour="rt", today=TODAY,
+                             write=False, method=Method())
+    finally:
+        store.close()
+    [row] = [r for r in result.rows if r.series.short() == "cpu100/1000us"
+             and r.metric == "max_us"]
+    # 60 runs: the 0.99 quantile of their maxima is their maximum
+    assert row.evidence.tail is None and row.evidence.label == "max"
+    assert any(note.startswith("imx6q/rt: statistics gating is off (") and
+               note.endswith("its max_us by the quantile rule, not the error budget")
+               for note in result.notes)
