@@ -15,8 +15,9 @@ extrapolated by the tail model, and taken at its upper confidence limit (the con
 of thresholds.yaml's ``exposure_confidence``, one-sided) so that a limit the data know
 little about is set high rather than tight. Where the model warns (a poor fit, a heavy or
 censored tail, an extrapolation more than 100 times beyond the exposure), or where the
-history's own wake-ups lie above the limit it gives (a rare mode the model does not
-hold: an SMI, a firmware call), the exposure cannot vouch for any limit: the suggestion
+history's largest wake-up is an outlier of the model (rtlab.verdict.tail.expected_max)
+or its own wake-ups lie above the limit it gives (a rare mode the model does not hold:
+an SMI, a firmware call), the exposure cannot vouch for any limit: the suggestion
 says so, and where more history would do, how many more board-hours.
 """
 
@@ -27,7 +28,7 @@ import attr
 
 from rtlab.store.query import CaseRow
 from rtlab.verdict.histogram import Histogram
-from rtlab.verdict.tail import EMPIRICAL, tail_estimate
+from rtlab.verdict.tail import EMPIRICAL, expected_max, tail_estimate
 
 MAX_EXTRAPOLATION = 100.0
 """How far beyond the pooled wake-ups (1 / (p* E)) the tail model may vouch for a limit:
@@ -146,17 +147,26 @@ def tail_limit(exposure: Exposure, share: float, confidence: float) -> TailLimit
                            missing="the upper confidence limit is unbounded: the pooled "
                                    "wake-ups allow an arbitrarily heavy tail")
     hist = exposure.histogram
+    largest = expected_max(hist)
+    if largest.outlier:
+        # the history's largest wake-up is one the model does not expect of its exposure:
+        # a rare mode (an SMI, a firmware call) whose rate no fitted tail bounds
+        return attr.evolve(
+            base, estimate_us=estimate.bound_us,
+            missing=(f"the history's largest wake-up is an outlier of the tail model "
+                     f"({largest.note}): a rare mode the model does not hold, whose rate "
+                     "the history cannot bound at this share; no limit is vouched for"))
     above = (int(hist.counts[math.floor(upper) + 1:].sum()) + hist.overflows
              if math.floor(upper) + 1 < hist.range_us else
              hist.overflows if (hist.known_max_us or math.inf) > upper else 0)
     if above:
         # the history's own runs would have failed it: a mode the model does not hold
-        largest = hist.known_max_us
+        top = hist.known_max_us
         return attr.evolve(
             base, estimate_us=estimate.bound_us,
             missing=(f"{above} of the history's wake-ups lie above the tail model's "
                      f"{upper:.0f} µs (the largest "
-                     f"{'past the histogram' if largest is None else f'{largest:.0f} µs'}): "
+                     f"{'past the histogram' if top is None else f'{top:.0f} µs'}): "
                      "a rare mode the model does not hold, whose rate the history cannot "
                      "bound at this share; no limit is vouched for"))
     return attr.evolve(base, estimate_us=estimate.bound_us, upper_us=upper,
