@@ -155,7 +155,8 @@ def tail_limit(exposure: Exposure, share: float, confidence: float) -> TailLimit
             base, estimate_us=estimate.bound_us,
             missing=(f"the history's largest wake-up is an outlier of the tail model "
                      f"({largest.note}): a rare mode the model does not hold, whose rate "
-                     "the history cannot bound at this share; no limit is vouched for"))
+                     "the history cannot bound at this share; no limit is vouched for: set "
+                     "max_us by hand above that wake-up, or accept the mode's rate"))
     above = (int(hist.counts[math.floor(upper) + 1:].sum()) + hist.overflows
              if math.floor(upper) + 1 < hist.range_us else
              hist.overflows if (hist.known_max_us or math.inf) > upper else 0)
@@ -168,7 +169,8 @@ def tail_limit(exposure: Exposure, share: float, confidence: float) -> TailLimit
                      f"{upper:.0f} µs (the largest "
                      f"{'past the histogram' if top is None else f'{top:.0f} µs'}): "
                      "a rare mode the model does not hold, whose rate the history cannot "
-                     "bound at this share; no limit is vouched for"))
+                     "bound at this share; no limit is vouched for: set max_us by hand "
+                     "above the largest, or accept the mode's rate"))
     return attr.evolve(base, estimate_us=estimate.bound_us, upper_us=upper,
                        limit_us=int(math.ceil(upper)), source=estimate.bound_from)
 

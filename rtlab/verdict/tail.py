@@ -508,12 +508,17 @@ def expected_max(hist: Histogram, *, confidence: float = 0.95) -> ExpectedMax:
         return -math.expm1(math.log(q) / n)
 
     threshold = observed - 1 if observed is not None and observed >= 1 else None
-    median = tail_estimate(hist, threshold, level(0.5), confidence=confidence)
+    # what the fitted tail says of a run's maximum, not the wake-ups' own quantiles (the
+    # range's lower end lies among them)
+    median = tail_estimate(hist, threshold, level(0.5), confidence=confidence,
+                           empirical=False)
     if median.bound_us is None:
         why = median.warnings[0] if median.warnings else "no fit"
         return ExpectedMax(observed, n, None, None, None, False, f"no tail estimate: {why}")
-    low = tail_estimate(hist, None, level(_MAX_RANGE[0]), confidence=confidence)
-    high = tail_estimate(hist, None, level(_MAX_RANGE[1]), confidence=confidence)
+    low = tail_estimate(hist, None, level(_MAX_RANGE[0]), confidence=confidence,
+                        empirical=False)
+    high = tail_estimate(hist, None, level(_MAX_RANGE[1]), confidence=confidence,
+                         empirical=False)
     assert low.bound_us is not None and high.bound_ci_us is not None
     span = (float(low.bound_us), float(high.bound_ci_us[1]))
     chance = None
