@@ -8,6 +8,7 @@ import datetime
 import json
 import math
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -164,10 +165,9 @@ def store_url(tmp_path_factory) -> str:
     return ingested(records, folder / "results.db")
 
 
-def test_suggest_sets_max_us_from_the_exposure_and_the_table_states_the_false_red(
-        store_url, tmp_path):
-    gate = tmp_path / "thresholds.yaml"
-    shutil.copyfile(THRESHOLDS, gate)
+def suggested(store_url: str, gate: Path):
+    """The suggestion for imx6q/rt from the store and ``gate`` (nothing written), and its
+    cpu100/1000us max_us row."""
     store = open_store(store_url)
     try:
         with store.session() as session:
@@ -177,6 +177,14 @@ def test_suggest_sets_max_us_from_the_exposure_and_the_table_states_the_false_re
         store.close()
     [row] = [r for r in result.rows if r.series.short() == "cpu100/1000us"
              and r.metric == "max_us"]
+    return result, row
+
+
+def test_suggest_sets_max_us_from_the_exposure_and_the_table_states_the_false_red(
+        store_url, tmp_path):
+    gate = tmp_path / "thresholds.yaml"
+    shutil.copyfile(THRESHOLDS, gate)
+    result, row = suggested(store_url, gate)
     tail = row.evidence.tail
     assert tail is not None and tail.limit_us is not None
     # the share of a pipeline of 16 cases, as its records say, over one run's wake-ups
@@ -230,15 +238,7 @@ def test_a_series_whose_statistics_do_not_gate_keeps_the_quantile_rule(store_url
     assert marker in text
     gate.write_text(text.replace(marker, marker + "        statistics: {gating: false}\n", 1),
                     encoding="utf-8")
-    store = open_store(store_url)
-    try:
-        with store.session() as session:
-            result = suggest(session, gate, board="imx6q", flavour="rt", today=TODAY,
-                             write=False, method=Method())
-    finally:
-        store.close()
-    [row] = [r for r in result.rows if r.series.short() == "cpu100/1000us"
-             and r.metric == "max_us"]
+    result, row = suggested(store_url, gate)
     # 60 runs: the 0.99 quantile of their maxima is their maximum
     assert row.evidence.tail is None and row.evidence.label == "max"
     assert any(note.startswith("imx6q/rt: statistics gating is off (") and
