@@ -81,6 +81,11 @@ class CaseRow(CaseIdentity):
     # the record's trace on breach (rtlab.measure.trace), when the case asked for one
     trace: dict[str, Any] | None = attr.field(default=None, eq=False)
     job_id: str | None = None
+    # the record's plan (rtlab.verdict.case.CasePlan): the pipeline's gated cases it shared
+    # the budget with (None: a record from before the budget), and whether this door judged
+    # the tail gate (a pooled case's replica did not)
+    pipeline_cases: int | None = None
+    tail_gate: bool = True
 
     def worst(self, figure: str) -> float | None:
         """The worst CPU's figure (``max_us``, ``avg_us``, ``p99_9_us``...), None when no
@@ -161,7 +166,14 @@ def _row(case: Case, histograms: bool) -> CaseRow:
         cpus=tuple(_cpu(cpu, histograms) for cpu in case.cpus),
         limits={limit.metric: (limit.value, limit.source) for limit in case.limits},
         trace=_trace(case.record), job_id=run.job_id,
+        pipeline_cases=_whole(case.record, "pipeline_cases"),
+        tail_gate=not (isinstance(case.record, dict) and case.record.get("tail_gate") is False),
     )
+
+
+def _whole(record: object, key: str) -> int | None:
+    value = record.get(key) if isinstance(record, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _trace(record: object) -> dict[str, Any] | None:

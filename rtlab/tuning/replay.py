@@ -12,6 +12,8 @@ from sqlalchemy.orm import Session
 from rtlab.measure.cyclictest import CpuResult
 from rtlab.store.query import CaseRow, CpuRow, history
 from rtlab.tuning.evidence import MEASURED, is_functional, md_row
+from rtlab.tuning.suggest import DEFAULT_PIPELINE_CASES
+from rtlab.verdict.budget import ErrorBudget
 from rtlab.verdict.judge import cpu_tail, tail_violation
 from rtlab.verdict.thresholds import (
     StatisticsPolicy,
@@ -174,8 +176,9 @@ def _tail_failure(case: CaseRow, cpu: CpuRow, limits: Mapping[str, Threshold],
                   policy: StatisticsPolicy | None) -> Failure | None:
     """The case judge's tail gate on one stored CPU's histogram (None: it passes, or
     there is no histogram, no interval or no gating to judge it by)."""
-    if (policy is None or case.kind == "rt-test" or cpu.histogram is None
-            or cpu.histogram_range_us is None or case.interval_us is None):
+    if (policy is None or case.kind == "rt-test" or not case.tail_gate
+            or cpu.histogram is None or cpu.histogram_range_us is None
+            or case.interval_us is None):
         return None
     counts = cpu.histogram
     measured = CpuResult(
@@ -183,15 +186,24 @@ def _tail_failure(case: CaseRow, cpu: CpuRow, limits: Mapping[str, Threshold],
         avg_us=float(cpu.avg_us or 0.0), max_us=int(cpu.max_us or 0),
         histogram={int(b): int(c) for b, c in enumerate(counts) if c},
         histogram_range_us=cpu.histogram_range_us, overflows=cpu.overflows or 0)
-    estimate = cpu_tail(measured, limits, policy, case.interval_us)
+    estimate = cpu_tail(measured, limits, policy, case.interval_us,
+                        tail_confidence(case, policy))
     why = tail_violation(cpu.cpu, estimate, policy, limits)
     if why is None or estimate is None or estimate.bound_ci_us is None:
         return None
     return Failure(f"tail at p={policy.exceedance_probability:g}", cpu.cpu, estimate.bound_us,
                    f"{format_us(round(estimate.bound_us or 0, 1))}, lower "
-                   f"{estimate.confidence:.0%} limit "
+                   f"{estimate.confidence:.4%} limit "
                    f"{format_us(round(estimate.bound_ci_us[0], 1))}",
                    limits.get("max_us"))
+
+
+def tail_confidence(case: CaseRow, policy: StatisticsPolicy) -> float:
+    """The confidence the gate judges the case's tail at (rtlab.verdict.budget): the
+    replayed file's pipeline rate over the pipeline's cases the record names (else the
+    gate tier's count), one side per CPU the case judged (a pooled case: every board's)."""
+    cases = case.pipeline_cases or DEFAULT_PIPELINE_CASES
+    return ErrorBudget(policy.pipeline_false_fail, cases).tail_confidence(len(case.cpus))
 
 
 def _figures(case: CaseRow, cpu: CpuRow) -> dict[str, float | None]:

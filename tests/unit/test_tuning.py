@@ -450,7 +450,9 @@ def test_replay_judges_the_tail_as_the_case_judge_does(tmp_path):
     verdicts = {}
     for gating in ("true", "false"):
         path = tmp_path / f"thresholds-{gating}.yaml"
-        path.write_text(f"defaults:\n  max_us: {cpu.max_us + 5}\n"
+        # 160 µs: above the observed 157, below the bound's lower limit at the
+        # gate's confidence for 16 cases of 1 CPU (99.975 %: 160.6 µs)
+        path.write_text(f"defaults:\n  max_us: {cpu.max_us + 3}\n"
                         f"  statistics: {{gating: {gating}}}\n"
                         "boards:\n  imx6q:\n    flavours:\n      rt: {}\n")
         store = open_store(url)
@@ -462,3 +464,54 @@ def test_replay_judges_the_tail_as_the_case_judge_does(tmp_path):
         [judged] = result.judged
         verdicts[gating] = [(f.figure, f.cpu) for f in judged.failures]
     assert verdicts == {"true": [("tail at p=1e-06", 0)], "false": []}
+
+
+def test_replay_judges_the_tail_at_the_budgets_confidence_and_not_for_a_replica(tmp_path):
+    """The replay's tail gate is the gate's: its interval at the case's share of the
+    replayed file's pipeline rate (rtlab.verdict.budget), one side per CPU, over the
+    pipeline's cases the record names; a replica's record (tail_gate false: the pooled
+    case judged the tail) is not tail-judged again."""
+    from rtlab.tuning.replay import tail_confidence
+    from rtlab.verdict.budget import ErrorBudget
+    from rtlab.verdict.judge import cpu_facts
+    from tests.unit.test_suite_figures import synthetic_cpu
+
+    cpu = synthetic_cpu(12.0, samples=300_000, seed=3)
+    folder = tmp_path / "records"
+    folder.mkdir()
+    for run, (name, extra) in enumerate((("planned", {"pipeline_cases": 4}),
+                                         ("replica", {"tail_gate": False, "pipeline_cases": 4}),
+                                         ("old", {}))):
+        stored = record("imx6q", "rt", "idle", 1000, run, worst=cpu.max_us)
+        stored["cpus"] = [cpu_facts(cpu)]
+        stored["run_id"] = f"run-{name}"
+        stored.update(extra)
+        (folder / f"{name}.json").write_text(json.dumps(stored))
+    url = ingested(folder, tmp_path / "store.db")
+    path = tmp_path / "thresholds.yaml"
+    path.write_text(f"defaults:\n  max_us: {cpu.max_us + 5}\n"
+                    "  statistics: {gating: true, pipeline_false_fail: 0.02}\n"
+                    "boards:\n  imx6q:\n    flavours:\n      rt: {}\n")
+    thresholds = load_thresholds(path, SUITE)
+    policy = thresholds.statistics("imx6q", "rt", "idle", 1000)
+    store = open_store(url)
+    try:
+        with store.session() as session:
+            result = replay(session, thresholds)
+    finally:
+        store.close()
+    by_run = {judged.case.run_key: judged for judged in result.judged}
+    assert set(by_run) == {"run-planned", "run-replica", "run-old"}
+    assert not by_run["run-replica"].failures
+    # 162 µs lies between the bound's lower limits at the two confidences: 163.4 µs at
+    # 99.8 % (4 cases share 2 %), 161.4 µs at 99.95 % (16 cases: a record without a count)
+    planned = by_run["run-planned"]
+    assert tail_confidence(planned.case, policy) == pytest.approx(
+        ErrorBudget(0.02, 4).tail_confidence(1))
+    [failure] = planned.failures
+    assert failure.figure == "tail at p=1e-06"
+    assert f"lower {ErrorBudget(0.02, 4).tail_confidence(1):.4%} limit" in failure.what
+    old = by_run["run-old"]
+    assert tail_confidence(old.case, policy) == pytest.approx(
+        ErrorBudget(0.02, 16).tail_confidence(1))
+    assert not old.failures
