@@ -30,7 +30,13 @@ from pathlib import Path
 import attr
 
 from rtlab.bisect import points
-from rtlab.bisect.decide import StepDecision, StepPolicy, confirmed_shift, decide_step
+from rtlab.bisect.decide import (
+    StepDecision,
+    StepPolicy,
+    confirmed_shift,
+    decide_step,
+    step_seed,
+)
 from rtlab.bisect.kernels import BuiltKernels, DebianKernels, Kernels
 from rtlab.bisect.result import (
     COMMIT,
@@ -174,7 +180,9 @@ class Bisector:
                 else:
                     candidate.append(boot.histogram)
             decision = decide_step(self.policy, round_number, candidate, self.good_boots,
-                                   None if kind == CONFIRM else self.margin, errors)
+                                   None if kind == CONFIRM else self.margin, errors,
+                                   seed=step_seed(f"{kind}:{point.key}", round_number,
+                                                  candidate))
             if not decision.stop and not places:
                 decision = StepDecision(UNDECIDABLE, f"undecidable: every place failed "
                                         f"({'; '.join(errors)})", round_number,

@@ -30,6 +30,7 @@ candidate worse than the good point but better than the bad one (a second, small
 is ``bad`` where the comparison shows it: it carries a regression, and the bisection looks
 for the first. """
 
+import hashlib
 from collections.abc import Sequence
 
 import attr
@@ -106,23 +107,37 @@ def confirmed_shift(confirmation: Comparison) -> float | None:
     return confirmation.difference_us / (confirmation.baseline_us + 0.5)
 
 
+def step_seed(point: str, rounds: int, candidate: Sequence[Histogram]) -> int:
+    """The seed of one look's resamples: its own for every step and look of a bisection
+    (the point, the round, the boots measured), so that Monte Carlo error does not repeat
+    from look to look (as rtlab.verdict.case.LatencyCase.look_seed), and the same for the
+    same boots (a resumed bisection decides alike)."""
+    digest = hashlib.blake2b(digest_size=8)
+    digest.update(f"{point}\0{rounds}".encode())
+    for boot in candidate:
+        digest.update(repr((boot.range_us, boot.overflows)).encode())
+        digest.update(boot.counts.tobytes())
+    return int.from_bytes(digest.digest(), "big") >> 1
+
+
 def _compare(policy: StepPolicy, candidate: Sequence[Histogram],
-             baseline: Sequence[Histogram], margin: float | None) -> Comparison:
+             baseline: Sequence[Histogram], margin: float | None, seed: int) -> Comparison:
     return compare_tail(Histogram.merged(candidate), list(baseline), quantile=policy.quantile,
                         confidence=policy.each_confidence, margin_relative=margin,
                         tolerance_relative=policy.tolerance, resamples=policy.resamples,
                         candidate_boots=len(candidate),
-                        candidate_runs=list(candidate) if len(candidate) > 1 else [])
+                        candidate_runs=list(candidate) if len(candidate) > 1 else [],
+                        seed=seed)
 
 
 def decide_step(policy: StepPolicy, rounds: int, candidate: Sequence[Histogram],
                 good: Sequence[Histogram], margin: float | None = None,
-                errors: Sequence[str] = ()) -> StepDecision:
+                errors: Sequence[str] = (), seed: int = 0) -> StepDecision:
     """After ``rounds`` rounds: ``candidate`` and ``good`` are the valid boots so far (one
     histogram each, every CPU's wake-ups together); ``margin``: the equivalence margin of
     a good decision, relative (half the confirmed shift; None for the bad point's own
     confirmation, which can only come out ``bad`` or undecidable); ``errors``: why the
-    runs that yielded nothing did."""
+    runs that yielded nothing did; ``seed``: the look's resamples (:func:`step_seed`)."""
     last = rounds >= policy.rounds
     if rounds not in policy.looks and not last:
         return StepDecision(CONTINUE, "between looks", rounds)
@@ -135,7 +150,7 @@ def decide_step(policy: StepPolicy, rounds: int, candidate: Sequence[Histogram],
             return StepDecision(UNDECIDABLE, f"undecidable: {missing} after {rounds} "
                                 f"round(s){why}", rounds)
         return StepDecision(CONTINUE, f"{missing}{why}", rounds)
-    comparison = _compare(policy, candidate, good, margin)
+    comparison = _compare(policy, candidate, good, margin, seed)
     if comparison.outcome == REGRESSION:
         return StepDecision(BAD, f"bad: a regression against the good point ({share}): "
                             f"{comparison.message}", rounds, comparison)

@@ -9,7 +9,13 @@ import numpy as np
 import pytest
 
 from rtlab.bisect import kernels, points, testdev
-from rtlab.bisect.decide import CONTINUE, StepPolicy, confirmed_shift, decide_step
+from rtlab.bisect.decide import (
+    CONTINUE,
+    StepPolicy,
+    confirmed_shift,
+    decide_step,
+    step_seed,
+)
 from rtlab.bisect.page import write_report
 from rtlab.bisect.result import (
     FOUND,
@@ -140,6 +146,20 @@ def test_a_step_is_bad_good_or_undecidable_by_the_boots():
     assert tight.outcome == UNDECIDABLE
 
 
+def test_a_looks_seed_is_its_own_and_the_same_for_the_same_boots():
+    rng = np.random.default_rng(11)
+    policy = StepPolicy(rounds=2)
+    good = [boot(rng, 1.0) for _ in range(4)]
+    candidate = [boot(rng, 1.3) for _ in range(4)]
+    seed = step_seed("commit:abc", 2, candidate)
+    assert seed == step_seed("commit:abc", 2, list(candidate))
+    assert len({seed, step_seed("commit:abd", 2, candidate), step_seed("commit:abc", 1, candidate),
+                step_seed("commit:abc", 2, candidate[:3])}) == 4
+    drawn = [decide_step(policy, 2, candidate, good, 0.2, seed=s).against_good.ci_us
+             for s in (seed, seed, seed + 1)]
+    assert drawn[0] == drawn[1] and drawn[0] != drawn[2]
+
+
 def test_a_step_without_valid_boots_is_undecidable_naming_the_errors():
     policy = StepPolicy(rounds=2)
     early = decide_step(policy, 1, [], [], errors=["imx6q-01 step: error: no boot"])
@@ -242,9 +262,19 @@ def test_the_bisector_finds_commit_and_option_and_keeps_its_steps_when_stopped(
     rack = stand_in_rack(monkeypatch, tmp_path, lambda sd: "testdev" in sd.name, rng)
     request = bisection.Request(repo=repo, good=commits[0], bad=commits[3], board="imx6q",
                                 flavour="rt", kernel_flavour="preempt-rt", case="idle/1000us")
+    seeds: list[int] = []
+
+    def recorded(*args, seed, **kwargs):
+        seeds.append(seed)
+        return decide_step(*args, seed=seed, **kwargs)
+
+    monkeypatch.setattr(bisection, "decide_step", recorded)
     result = bisection.Bisector(request, rack, StepPolicy(rounds=4), tmp_path / "a",
                                 progress=lambda line: None).run()
     assert result.status == FOUND, result.reason
+    # every look of every step draws its own resamples (rtlab.bisect.decide.step_seed)
+    measured = [s for s in result.steps if s.decided_by == MEASURED]
+    assert len(seeds) >= len(measured) >= 3 and len(set(seeds)) == len(seeds)
     assert result.culprit.commit == commits[2]
     assert result.option.name == "CONFIG_RTLAB_TESTDEV_HOG_MS"
     assert [(s.kind, s.outcome, s.decided_by) for s in result.steps][:2] == [
