@@ -35,6 +35,8 @@ from rtlab.store.junit import (
     record_file_of,
 )
 from rtlab.store.models import Case, CaseThreshold, CpuResult, Run, pack_counts
+from rtlab.verdict.histogram import Histogram
+from rtlab.verdict.tailsummary import TailSummary
 
 UNKNOWN = "unknown"
 PERCENTILE_COLUMNS = {"p50": "p50_us", "p99": "p99_us", "p99_9": "p99_9_us",
@@ -404,7 +406,30 @@ def _case(typed: ResultRecord, run: Run) -> Case:
     for metric, limit in (record.get("thresholds") or {}).items():
         case.limits.append(CaseThreshold(metric=metric, value=float(limit["value"]),
                                          source=limit.get("source")))
+    summary = tail_summary(case.cpus)
+    if summary is not None:
+        case.tail_samples, case.tail_first, case.tail_counts = (
+            summary.samples, summary.first, summary.to_bytes())
     return case
+
+
+def tail_summary(cpus: Sequence[CpuResult]) -> TailSummary | None:
+    """The judged CPUs' tail together (rtlab.verdict.tailsummary), as a comparison merges
+    them; None where one of them kept no histogram or none woke up."""
+    judged = [cpu for cpu in cpus if not cpu.no_wakeup and cpu.gated is not False
+              and cpu.samples]
+    histograms = []
+    for cpu in judged:
+        counts = cpu.counts()
+        if counts is None:
+            return None
+        histograms.append(Histogram(counts, cpu.overflows or 0, cpu.max_us))
+    try:
+        return TailSummary.of(histograms) if histograms else None
+    except ValueError:
+        # histograms that hold no wake-up: nothing to summarise (the change points
+        # count the case among the runs without one)
+        return None
 
 
 def _cpu(position: int, cpu: Mapping[str, Any]) -> CpuResult:

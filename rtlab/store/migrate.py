@@ -2,6 +2,7 @@
 a store upgrades it to the newest revision, in one transaction. Two processes opening a new
 or old database at once (two CI jobs ingesting) take turns: the second finds it migrated."""
 
+from collections.abc import Callable
 from pathlib import Path
 
 from alembic import command
@@ -33,6 +34,15 @@ def current(engine: Engine) -> str | None:
 def upgrade(engine: Engine) -> None:
     if current(engine) == head():
         return
+    _migrate(engine, command.upgrade, "head")
+
+
+def downgrade(engine: Engine, revision: str) -> None:
+    """Back to ``revision`` (a lab going back to an older rtlab), as an upgrade runs."""
+    _migrate(engine, command.downgrade, revision)
+
+
+def _migrate(engine: Engine, step: Callable[[Config, str], None], revision: str) -> None:
     cfg = config()
     with engine.connect() as connection:
         sqlite = connection.dialect.name == "sqlite"
@@ -46,7 +56,7 @@ def upgrade(engine: Engine) -> None:
                 _exclusive(connection)
                 # alembic reads the revision again, now that no one else is migrating
                 cfg.attributes["connection"] = connection
-                command.upgrade(cfg, "head")
+                step(cfg, revision)
         finally:
             if sqlite:
                 connection.exec_driver_sql("PRAGMA foreign_keys=ON")

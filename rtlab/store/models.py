@@ -109,6 +109,11 @@ class Case(Base):
     tier: Mapped[str | None] = mapped_column(String(50))
     # the record as written on the runner, whole
     record: Mapped[dict[str, Any]] = mapped_column(JSON)
+    # the judged CPUs' tail together (rtlab.verdict.tailsummary), kept at ingest so that a
+    # series' history is read without its histograms; None without histograms
+    tail_samples: Mapped[int | None] = mapped_column(BigInteger)
+    tail_first: Mapped[int | None] = mapped_column(Integer)
+    tail_counts: Mapped[bytes | None] = mapped_column(LargeBinary)
 
     run: Mapped[Run] = relationship(back_populates="cases")
     cpus: Mapped[list["CpuResult"]] = relationship(back_populates="case",
@@ -266,3 +271,45 @@ class BisectionStep(Base):
     reason: Mapped[str] = mapped_column(Text)
 
     bisection: Mapped[Bisection] = relationship(back_populates="steps")
+
+
+class ChangePoint(Base):
+    """Where a series' tail changed across the default branch's runs
+    (rtlab.verdict.changepoints), as first found: kept so that a change point found once
+    is known, not new, at the next report, starts one bisection, and, accepted, bounds
+    the series' baselines."""
+
+    __tablename__ = "change_points"
+    __table_args__ = (
+        UniqueConstraint("board", "flavour", "scenario", "interval_us", "ref_name",
+                         "first_after_case", name="uq_change_points_series_case"),
+        Index("ix_change_points_series", "board", "flavour", "scenario", "interval_us"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    board: Mapped[str] = mapped_column(String(100))
+    flavour: Mapped[str] = mapped_column(String(100))
+    scenario: Mapped[str] = mapped_column(String(100))
+    interval_us: Mapped[int] = mapped_column(Integer)
+    ref_name: Mapped[str] = mapped_column(String(255))
+    # the last case before and the first after (a creep: its first step's last before)
+    last_before_case: Mapped[int] = mapped_column(Integer)
+    first_after_case: Mapped[int] = mapped_column(Integer)
+    good_commit: Mapped[str | None] = mapped_column(String(64))
+    bad_commit: Mapped[str | None] = mapped_column(String(64))
+    # the first run after: "the night of"
+    first_after_started: Mapped[datetime.datetime] = mapped_column(DateTime(timezone=True))
+    direction: Mapped[str] = mapped_column(String(20))
+    quantile: Mapped[float] = mapped_column(Float)
+    before_us: Mapped[float] = mapped_column(Float)
+    after_us: Mapped[float] = mapped_column(Float)
+    ci_low_us: Mapped[float] = mapped_column(Float)
+    ci_high_us: Mapped[float] = mapped_column(Float)
+    p_value: Mapped[float] = mapped_column(Float)
+    steps: Mapped[int] = mapped_column(Integer)
+    found_at: Mapped[datetime.datetime] = mapped_column(DateTime(timezone=True))
+    # accepted (a merged tuning merge request, a label: docs/verdicts.md): why and when
+    accepted: Mapped[str | None] = mapped_column(Text)
+    accepted_at: Mapped[datetime.datetime | None] = mapped_column(DateTime(timezone=True))
+    # the bisection started for it (the pipeline it triggered), once
+    bisection: Mapped[str | None] = mapped_column(String(300))

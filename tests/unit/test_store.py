@@ -32,6 +32,7 @@ from rtlab.store import (
 from rtlab.store.models import Base, Case, CaseThreshold, CpuResult, Run
 from rtlab.store.query import history
 from rtlab.util.jsonfile import JsonFileError
+from rtlab.verdict.tailsummary import TailSummary
 
 pytest_plugins = ["tests.pg"]
 
@@ -297,7 +298,7 @@ def test_a_new_database_is_at_the_newest_revision(results_db_url, monkeypatch):
         tables = set(inspect(store.engine).get_table_names())
         assert tables == {"alembic_version", "runs", "cases", "cpu_results",
                           "case_thresholds", "queued_cases", "plan_workers", "bisections",
-                          "bisection_steps"}
+                          "bisection_steps", "change_points"}
         # the migrations make exactly the tables the models describe
         with store.engine.connect() as connection:
             differences = compare_metadata(MigrationContext.configure(connection),
@@ -332,6 +333,36 @@ def test_downgrade_to_base_and_up_again(results_db_url):
         migrate.upgrade(store.engine)
         assert migrate.current(store.engine) == migrate.head()
         assert ingest_folder(store, RECORDS).added == 4
+    finally:
+        store.close()
+
+
+def test_the_tail_summaries_are_kept_at_ingest_and_made_for_a_store_from_before(
+        results_db_url):
+    """Every measured case keeps its judged CPUs' tail (rtlab.verdict.tailsummary) at
+    ingest; a store from before revision 0005 gets the same summaries from its CPUs'
+    histograms when it is opened."""
+    store = open_store(results_db_url)
+    try:
+        ingest_folder(store, RECORDS)
+        columns = (Case.id, Case.tail_samples, Case.tail_first, Case.tail_counts)
+        with store.session() as session:
+            at_ingest = sorted(session.execute(select(*columns)).all())
+            samples = {case.id: sum(cpu.samples for cpu in case.cpus if not cpu.no_wakeup)
+                       for case in session.scalars(select(Case))}
+        kept = [row for row in at_ingest if row.tail_counts is not None]
+        assert kept, "no case kept a tail summary"
+        for row in kept:
+            assert row.tail_samples == samples[row.id]
+            counts = TailSummary.from_stored(row.tail_samples, row.tail_first,
+                                             row.tail_counts).counts
+            assert counts[0] <= 0.1 * row.tail_samples and (np.diff(counts) <= 0).all()
+        migrate.downgrade(store.engine, "0004")
+        assert "tail_counts" not in {c["name"] for c in inspect(store.engine).get_columns(
+            "cases")}
+        migrate.upgrade(store.engine)
+        with store.session() as session:
+            assert sorted(session.execute(select(*columns)).all()) == at_ingest
     finally:
         store.close()
 
