@@ -11,6 +11,7 @@ import numpy as np
 from sqlalchemy import Select, and_, case, false, func, or_, select, true
 from sqlalchemy.orm import Session, selectinload
 
+from rtlab.store.changes import accepted_since
 from rtlab.store.ingest import _utc
 from rtlab.store.models import Case, CpuResult, Run
 from rtlab.verdict.baseline import Baseline, StoredRun, eligible_baseline
@@ -312,9 +313,14 @@ def baseline_runs(session: Session, *, board: str, flavour: str, scenario: str,
     """The newest ``runs`` measured cases of one series on ``ref`` (None: any), whatever
     their verdict, each with every CPU's wake-ups as one histogram, as
     rtlab.verdict.baseline.eligible_baseline sorts them into a case's baseline and the
-    runs left out (a failed run, other options, another length)."""
+    runs left out (a failed run, other options, another length). None from before the
+    series' newest accepted change point (rtlab.store.changes): a baseline never pools
+    both sides of one."""
+    since = accepted_since(session, board=board, flavour=flavour, scenario=scenario,
+                           interval_us=interval_us, ref=ref)
     series = series_query(board=board, flavour=flavour, scenario=scenario,
-                          interval_us=interval_us, ref=ref, verdicts=("pass", "fail"))
+                          interval_us=interval_us, ref=ref, verdicts=("pass", "fail"),
+                          since=since)
     newest = (series.order_by(None).order_by(Case.started.desc(), Case.id.desc())
               .limit(runs))
     query = (select(Case).where(Case.id.in_(newest.with_only_columns(Case.id)
