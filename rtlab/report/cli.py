@@ -36,6 +36,8 @@ def _report(args: argparse.Namespace) -> int:
         return campaign_report(args)
     if args.campaign_run:
         raise ValueError("--campaign-run names an execution of a campaign: give --campaign")
+    if args.accept_change is not None or args.changes:
+        return _changes(args)
 
     if args.baseline_runs < 0 or args.max_series < 0:
         raise ValueError("--baseline-runs and --max-series must not be negative")
@@ -43,7 +45,8 @@ def _report(args: argparse.Namespace) -> int:
         boards=tuple(args.board), flavours=tuple(args.flavour),
         candidate_ref=args.candidate_ref, candidate_pipeline=args.candidate_pipeline,
         baseline_ref=args.baseline_ref, baseline_runs=args.baseline_runs,
-        max_series=args.max_series, tail_estimates=args.tail_estimates)
+        max_series=args.max_series, tail_estimates=args.tail_estimates,
+        changes=not args.no_changes)
     out_dir = Path(args.out)
     store = open_store(args.db)
     try:
@@ -69,6 +72,34 @@ def _report(args: argparse.Namespace) -> int:
     for row in data.rows:
         if row.verdict == "fail":
             print(f"fail: {row.case.name}: {row.case.message}")
+    return 0
+
+
+def _changes(args: argparse.Namespace) -> int:
+    """``--changes``: the open change points for a terminal; ``--accept-change``."""
+    from rtlab.report.changes import find, terminal
+    from rtlab.store.changes import accept_change
+    from rtlab.verdict.thresholds import DEFAULT_PATH, load_thresholds
+
+    store = open_store(args.db)
+    try:
+        with store.session() as session:
+            if args.accept_change is not None:
+                if not args.why:
+                    raise ValueError("--accept-change needs --why (the merge request or "
+                                     "label that accepts it)")
+                row = accept_change(session, args.accept_change, args.why)
+                print(f"change point #{row.id} accepted ({args.why}): the baselines of "
+                      f"{row.board}/{row.flavour}/{row.scenario}/{row.interval_us}us start "
+                      f"at {row.first_after_started:%Y-%m-%d %H:%M}")
+                return 0
+            path = Path(args.thresholds) if args.thresholds else DEFAULT_PATH
+            # an installed rtlab without the repository's file reads the default quantile
+            thresholds = load_thresholds(path) if args.thresholds or path.is_file() else None
+            print(terminal(find(session, args.baseline_ref, boards=args.board,
+                                flavours=args.flavour, thresholds=thresholds)), end="")
+    finally:
+        store.close()
     return 0
 
 
@@ -109,6 +140,18 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     report.add_argument("--tail-estimates", action="store_true",
                         help="add a tail estimate per case (peaks over threshold: chance "
                              "of crossing max_us per hour); about 0.1 s per case")
+    report.add_argument("--changes", action="store_true",
+                        help="instead: find the change points of every series on the "
+                             "baseline branch, keep them in the store and print the open "
+                             "ones (new ones marked), without writing a report")
+    report.add_argument("--no-changes", action="store_true",
+                        help="a report without change points (it then writes nothing to "
+                             "the store)")
+    report.add_argument("--accept-change", type=int, metavar="ID",
+                        help="instead: accept change point ID (with --why): the series' "
+                             "baselines start after it (docs/verdicts.md)")
+    report.add_argument("--why", help="with --accept-change: what accepts it (a merged "
+                                      "merge request, a label)")
     report.add_argument("--campaign", metavar="NAME",
                         help="instead: the report of a campaign (campaigns/NAME.yaml or a "
                              "file): per board the maximum, quantiles and average against "

@@ -16,8 +16,11 @@ import attr
 import numpy as np
 from sqlalchemy.orm import Session
 
+from rtlab.report.changes import NO_CHANGES, Changes, ChangeView
+from rtlab.report.changes import find as find_changes
 from rtlab.report.pool import parallel_map
 from rtlab.report.selection import DEFAULT_QUANTILE, Selection
+from rtlab.store.changes import accepted_times
 from rtlab.store.exposure import Exposure, kernel_exposure
 from rtlab.store.query import (
     CaseFigures,
@@ -189,6 +192,8 @@ class Trend:
     # the limits drawn as lines, by metric: the thresholds file's now, else the newest
     # case's as judged
     limits: Mapping[str, Limit]
+    # the series' open change points, marked on the trend with their commit range
+    changes: tuple[ChangeView, ...] = ()
 
 
 @attr.frozen
@@ -250,6 +255,8 @@ class ReportData:
     # every stored run of each kernel on one board type under one load, pooled
     # (rtlab.store.exposure), within the selection's boards and flavours
     exposure: Exposure | None = None
+    # the open change points of the default branch's series (rtlab.report.changes)
+    changes: Changes = NO_CHANGES
 
     def counts(self) -> dict[str, int]:
         """Verdict counts over the current cases, every verdict named."""
@@ -298,6 +305,10 @@ def collect(session: Session, selection: Selection, *, thresholds: Thresholds | 
         for case in latest(session, **filters, ref=selection.baseline_ref, verdicts=MEASURED,
                            per_series=selection.baseline_runs + 1, histograms=True):
             baselines.setdefault(case.series, []).append(case)
+        # a baseline never pools both sides of an accepted change point
+        for key, since in accepted_times(session, ref=selection.baseline_ref).items():
+            if key in baselines:
+                baselines[key] = [case for case in baselines[key] if case.started >= since]
 
     keys = sorted(current, key=_sort_key)
     policies = {key: _policy(thresholds, key) for key in keys}
@@ -319,11 +330,14 @@ def collect(session: Session, selection: Selection, *, thresholds: Thresholds | 
                                     task.baseline_hists, comparison)
 
     counts = series_counts(session, **filters)
+    changes = (find_changes(session, selection.baseline_ref, boards=selection.boards,
+                            flavours=selection.flavours, thresholds=thresholds, now=now)
+               if selection.changes else NO_CHANGES)
     groups, left_out = _groups(session, filters, rows, counts, measured, overlays, thresholds,
-                               selection)
+                               selection, changes)
     exposure = kernel_exposure(session, **filters, thresholds=thresholds)
     return ReportData(selection, now or _now(), tuple(rows), groups, left_out,
-                      sum(total for total, _ in counts.values()), exposure)
+                      sum(total for total, _ in counts.values()), exposure, changes)
 
 
 def _policy(thresholds: Thresholds | None, key: SeriesKey) -> StatisticsPolicy | None:
@@ -557,6 +571,13 @@ def current_limits(thresholds: Thresholds | None, key: SeriesKey,
     return _judged(fallback) if fallback is not None else {}
 
 
+def _changes_of(changes: Changes, key: SeriesKey) -> tuple[ChangeView, ...]:
+    board, flavour, scenario, interval = key
+    if scenario is None or interval is None:
+        return ()
+    return changes.of((board, flavour, scenario, interval))
+
+
 def _has_figures(points: Iterable[CaseFigures]) -> bool:
     return any(p.verdict in MEASURED and p.max_us is not None for p in points)
 
@@ -576,8 +597,8 @@ def _priority(rows: Sequence[Row]) -> int:
 def _groups(session: Session, filters: Mapping[str, Sequence[str] | None],
             rows: Sequence[Row], counts: Mapping[SeriesKey, tuple[int, int]],
             measured: Mapping[SeriesKey, CaseRow], overlays: Mapping[SeriesKey, Overlay],
-            thresholds: Thresholds | None,
-            selection: Selection) -> tuple[tuple[Group, ...], tuple[GroupKey, ...]]:
+            thresholds: Thresholds | None, selection: Selection,
+            changes: Changes = NO_CHANGES) -> tuple[tuple[Group, ...], tuple[GroupKey, ...]]:
     rows_by_group: dict[GroupKey, list[Row]] = {}
     for row in rows:
         rows_by_group.setdefault(group_of(row.key), []).append(row)
@@ -609,7 +630,8 @@ def _groups(session: Session, filters: Mapping[str, Sequence[str] | None],
             limits = current_limits(thresholds, row.key, row.case)
             points = by_series.get(row.key, ())
             if _has_figures(points):
-                trends.append(trend(row.key, points, limits))
+                trends.append(attr.evolve(trend(row.key, points, limits),
+                                          changes=_changes_of(changes, row.key)))
             newest = measured.get(row.key)
             if newest is not None:
                 cpus = _cpu_histograms(newest)

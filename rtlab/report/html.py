@@ -235,6 +235,29 @@ candidate would have to run.</li>
 """
 
 
+def _changes_section(data: ReportData) -> str:
+    """The open change points of the default branch's series (rtlab.report.changes)."""
+    changes = data.changes
+    if changes.ref is None:
+        return ""
+    head = (f'<h2 id="change-points">Change points on {escape(changes.ref)}</h2>'
+            f"<p>{len(changes.found)} open ({len(changes.new)} new) over {changes.series} "
+            "series: where a series' tail changed across its runs, with the 95 % interval "
+            "of the change and the commits between the last run before and the first "
+            "after.</p>")
+    if not changes.found:
+        return head
+    rows = "".join(
+        f"<tr><td>{'new' if c.new else ''}</td><td>{escape(c.series)}</td>"
+        f"<td>{escape(c.size())}</td><td>{escape(c.direction)}"
+        f"{escape(f', in {c.steps} steps') if c.steps > 1 else ''}</td>"
+        f"<td>{c.night:%Y-%m-%d}</td><td><code>{escape(c.commits)}</code></td>"
+        f"<td>{escape(c.bisection or '')}</td></tr>" for c in changes.found)
+    return (head + "<table><tr><th></th><th>series</th><th>change</th><th>direction</th>"
+            "<th>from the night of</th><th>commits</th><th>bisection</th></tr>"
+            + rows + "</table>")
+
+
 def page(data: ReportData, pictures: Mapping[GroupKey, Sequence[Picture]],
          out_dir: Path | None = None) -> str:
     """The report page; ``out_dir`` (where it is written) lets it link files it names."""
@@ -267,6 +290,7 @@ def page(data: ReportData, pictures: Mapping[GroupKey, Sequence[Picture]],
         _summary_table(data) if data.rows else "<p>No stored cases match.</p>",
         "<h2>Failing cases</h2>",
         _failing(data, out_dir),
+        _changes_section(data),
         exposure_section(data.exposure),
         "<h2>Figures</h2>",
         _figures(data, pictures),

@@ -22,6 +22,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullLocator
 from matplotlib.transforms import blended_transform_factory
 
+from rtlab.report.changes import ChangeView
 from rtlab.report.data import (
     CpuHistogram,
     Group,
@@ -353,6 +354,8 @@ def _trend_panel(axes: Axes, trend: Trend) -> None:
         axes.plot(ex, [0.04] * len(ex), transform=foot, linestyle="none", marker="X",
                   markersize=8, color="0.35", label=f"error, no figure ({len(ex)})",
                   clip_on=False)
+    for change in trend.changes:
+        _change_mark(axes, change, _change_x(change, runs, position, categorical))
     axes.set_ylabel("latency (µs)")
     axes.set_title(_interval_name(trend.key[3]), fontsize=10, loc="left")
     if categorical:
@@ -371,6 +374,26 @@ def _trend_panel(axes: Axes, trend: Trend) -> None:
     axes.legend(handles=handles + notes, fontsize=8, loc="upper left",
                 bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     axes.grid(True, which="major", alpha=0.3)
+
+
+def _change_x(change: ChangeView, runs: list, position: dict, categorical: bool) -> float:
+    """Where a change point is drawn: just before its first run after."""
+    if not categorical:
+        epoch = float(date2num(datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)))
+        return epoch + change.night.timestamp() / 86400.0 - 0.25
+    after = next((position[(kind, index)] for when, index, kind, _ in runs
+                  if when >= change.night), float(len(runs)))
+    return after - 0.5
+
+
+def _change_mark(axes: Axes, change: ChangeView, x: float) -> None:
+    """A change point: a line where the series changed, its size and commit range."""
+    colour = FAIL_COLOUR if change.direction == "regression" else "tab:green"
+    axes.axvline(x, color=colour, linestyle=":", linewidth=1.6,
+                 label=f"change {change.size()} ({change.commits})")
+    foot = blended_transform_factory(axes.transData, axes.transAxes)
+    axes.text(x, 0.97, f" {change.size()}\n {change.commits}", transform=foot,
+              fontsize=7.5, color=colour, va="top", ha="left")
 
 
 def _run_tick(label: str | None, when: datetime.datetime) -> str:

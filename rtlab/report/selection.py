@@ -31,6 +31,9 @@ class Selection:
     quantile: float = DEFAULT_QUANTILE
     # tail estimates (a fit per case, ~0.1 s each): off unless asked for
     tail_estimates: bool = False
+    # change points on the baseline branch's series (rtlab.report.changes), kept in the
+    # store: off for a report that must not write to it
+    changes: bool = True
 
     @property
     def baseline_name(self) -> str:

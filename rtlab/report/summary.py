@@ -109,6 +109,7 @@ def markdown(data: ReportData, *, report_link: str | None = None, limit: int = M
             lines += _more(len(listed), limit)
         lines.append("")
 
+    lines += _changes(data, limit)
     lines += _exposure(data, limit)
 
     if data.left_out:
@@ -123,6 +124,24 @@ def markdown(data: ReportData, *, report_link: str | None = None, limit: int = M
     where = f"[report.html]({report_link})" if report_link else "`report.html`"
     lines.append(f"Histograms, trends and overlays: {where} in this job's artifacts.")
     return "\n".join(lines) + "\n"
+
+
+def _changes(data: ReportData, limit: int) -> list[str]:
+    """The open change points of the default branch's series, new ones first marked."""
+    changes = data.changes
+    if changes.ref is None or not changes.found:
+        return []
+    lines = [f"#### Change points on {md(changes.ref)} ({len(changes.found)} open, "
+             f"{len(changes.new)} new)", "",
+             "| | series | change (95 % interval) | from the night of | commits | bisection |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for change in changes.found[:limit]:
+        lines.append(f"| {'**new**' if change.new else ''} | {_code(change.series)} | "
+                     f"{md(change.size())} {change.direction}"
+                     f"{f', in {change.steps} steps' if change.steps > 1 else ''} | "
+                     f"{change.night:%Y-%m-%d} | {_code(change.commits)} | "
+                     f"{md(change.bisection or '')} |")
+    return lines + _more(len(changes.found), limit) + [""]
 
 
 def _exposure(data: ReportData, limit: int) -> list[str]:
