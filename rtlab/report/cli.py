@@ -36,6 +36,8 @@ def _report(args: argparse.Namespace) -> int:
         return campaign_report(args)
     if args.campaign_run:
         raise ValueError("--campaign-run names an execution of a campaign: give --campaign")
+    if args.bisect_changes and not args.changes:
+        raise ValueError("--bisect-changes goes with --changes")
     if args.accept_change is not None or args.changes:
         return _changes(args)
 
@@ -98,6 +100,13 @@ def _changes(args: argparse.Namespace) -> int:
             thresholds = load_thresholds(path) if args.thresholds or path.is_file() else None
             print(terminal(find(session, args.baseline_ref, boards=args.board,
                                 flavours=args.flavour, thresholds=thresholds)), end="")
+        if args.bisect_changes:
+            from rtlab.report.bisect_trigger import from_environment
+
+            if args.baseline_ref is None:
+                raise ValueError("--bisect-changes needs the default branch (--baseline-ref)")
+            started = from_environment(store, args.baseline_ref)
+            print(f"{len(started)} bisection(s) started")
     finally:
         store.close()
     return 0
@@ -144,6 +153,11 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                         help="instead: find the change points of every series on the "
                              "baseline branch, keep them in the store and print the open "
                              "ones (new ones marked), without writing a report")
+    report.add_argument("--bisect-changes", action="store_true",
+                        help="with --changes: start one bisection pipeline (the bisect job, "
+                             "through GitLab's trigger API: $RTLAB_BISECT_TRIGGER_TOKEN, "
+                             "$CI_SERVER_URL, $CI_PROJECT_ID) for every open regression "
+                             "change point that has none")
     report.add_argument("--no-changes", action="store_true",
                         help="a report without change points (it then writes nothing to "
                              "the store)")

@@ -57,6 +57,16 @@ class Pipeline:
     branch: str
 
 
+@attr.frozen
+class Triggered:
+    """A pipeline started through the trigger API (``POST /projects/:id/trigger/pipeline``
+    with a pipeline trigger token): its ref and its variables."""
+
+    pipeline_id: int
+    ref: str
+    variables: dict[str, str]
+
+
 # the repository's post-receive hook: each updated ref and the push's options, one line
 # each, for the stand-in to read after the push
 _HOOK = r"""#!/bin/sh
@@ -108,12 +118,15 @@ class StandInGitLab:
     project_path: str = "lab/rtlab"
     project_id: int = 1
     default_branch: str = "main"
+    # the project's pipeline trigger token (None: the trigger API refuses every token)
+    trigger_token: str | None = attr.field(default=None, repr=False)
     username: str = "project_1_bot_tuning"
     name: str = "rtlab tuning"
     requests: list[Request] = attr.Factory(list)
     merge_requests: list[MergeRequest] = attr.Factory(list)
     pipelines: list[Pipeline] = attr.Factory(list)
     notes: list[Note] = attr.Factory(list)
+    triggered: list[Triggered] = attr.Factory(list)
     url: str = ""
     _server: ThreadingHTTPServer | None = None
     _thread: threading.Thread | None = None
@@ -209,6 +222,8 @@ class StandInGitLab:
         rest = steps[2:]
         if not rest and method == "GET":
             return 200, self._project()
+        if rest == ["trigger", "pipeline"] and method == "POST":
+            return self._trigger(body)
         if rest == ["merge_requests"] and method == "GET":
             return 200, self._list(query)
         if rest == ["merge_requests"] and method == "POST":
@@ -235,6 +250,19 @@ class StandInGitLab:
             if rest[3] == "comments" and method == "POST":
                 return self._note("Commit", sha, body, "note")
         return 404, {"message": "404 Not Found"}
+
+    def _trigger(self, body: dict[str, Any]) -> tuple[int, Any]:
+        ref = body.get("ref")
+        if not isinstance(ref, str) or self._commit(ref) is None:
+            return 400, {"message": {"base": [f"Reference not found: {ref!r}"]}}
+        variables = body.get("variables") or {}
+        if not isinstance(variables, dict):
+            return 400, {"error": "variables is invalid"}
+        pipeline_id = 1000 + len(self.triggered)
+        self.triggered.append(Triggered(pipeline_id, ref,
+                                        {str(k): str(v) for k, v in variables.items()}))
+        return 201, {"id": pipeline_id, "ref": ref, "status": "created", "source": "trigger",
+                     "web_url": f"{self.url}/{self.project_path}/-/pipelines/{pipeline_id}"}
 
     def _list(self, query: dict[str, list[str]]) -> list[dict[str, Any]]:
         def wanted(mr: MergeRequest) -> bool:
@@ -433,6 +461,11 @@ def _handler(gitlab: StandInGitLab) -> type[BaseHTTPRequestHandler]:
                     except ValueError:
                         document = {key: values[0] for key, values in
                                     parse_qs(body.decode()).items()}
+                if parts.path.endswith("/trigger/pipeline"):
+                    # the trigger API: its own token in the body, no other credential
+                    authenticated = (gitlab.trigger_token is not None
+                                     and isinstance(document, dict)
+                                     and document.get("token") == gitlab.trigger_token)
                 with gitlab._lock:
                     gitlab.requests.append(Request(method, parts.path,
                                                    parse_qs(parts.query), document,

@@ -194,3 +194,23 @@ def test_an_accepted_change_point_bounds_the_baselines(nightly_store):
     assert row.comparison is not None and row.comparison.baseline_runs == 15
     with pytest.raises(ValueError, match="needs a reason"), store.session() as session:
         accept_change(session, step.change_id, " ")
+
+
+def test_a_refused_trigger_token_is_an_error_that_names_it_and_starts_nothing(
+        nightly_store, tmp_path):
+    import subprocess
+
+    from rtlab.report.bisect_trigger import TriggerError, start_bisections
+    from rtlab.vlab.gitlab import StandInGitLab
+
+    store, _commits, _base = nightly_store
+    origin = tmp_path / "origin.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(origin)], check=True)
+    with StandInGitLab(origin, token="api", trigger_token="right") as gitlab:
+        with pytest.raises(TriggerError, match=r"RTLAB_BISECT_TRIGGER_TOKEN") as error:
+            start_bisections(store, "main", url=gitlab.url, project=gitlab.project_path,
+                             token="wrong-token", progress=lambda line: None)
+        assert "wrong-token" not in str(error.value)
+        assert gitlab.triggered == []
+    with store.session() as session:
+        assert all(c.bisection is None for c in find(session, "main").found)

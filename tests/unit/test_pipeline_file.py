@@ -29,7 +29,7 @@ KEYWORDS = {"workflow", "stages", "variables", "default", "include", "image", "s
 # the tools a job may call besides rtlab: linters of the check stage
 TOOLS = {"ruff", "check-jsonschema", "hadolint"}
 SECRETS = ("RTLAB_GITLAB_TOKEN", "PGPASSWORD", "RTLAB_RESULTS_DB", "CI_JOB_TOKEN",
-           "RTLAB_TUNE_TOKEN", "RTLAB_BISECT_TOKEN")
+           "RTLAB_TUNE_TOKEN", "RTLAB_BISECT_TOKEN", "RTLAB_BISECT_TRIGGER_TOKEN")
 CAMPAIGN = "campaign-"
 # a campaign pipeline: a schedule or a pipeline started by hand that names a campaign
 CAMPAIGN_IF = "$RTLAB_CAMPAIGN && $CI_PIPELINE_SOURCE =~ /^(schedule|web|api|trigger)$/"
@@ -266,14 +266,15 @@ def test_lab_settings_are_documented_variables(pipeline):
         assert variables[name]["description"], name
     text = PIPELINE.read_text()
     for secret in ("RTLAB_RESULTS_DB", "PGPASSWORD", "RTLAB_GITLAB_TOKEN", "RTLAB_TUNE_TOKEN",
-                   "RTLAB_BISECT_TOKEN"):
+                   "RTLAB_BISECT_TOKEN", "RTLAB_BISECT_TRIGGER_TOKEN"):
         # documented in the header, for the lab's masked project variables
         assert re.search(rf"^#\s+{secret}\s", text, re.MULTILINE), secret
         assert secret not in variables, f"{secret} must not get a value in the file"
 
 
 def test_tune_runs_on_the_default_branchs_schedules_or_by_hand_only(jobs):
-    [tune] = jobs_of(jobs, "tune").values()
+    assert set(jobs_of(jobs, "tune")) == {"tune", "changes"}
+    tune = jobs["tune"]
     default = "$CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH"
     assert tune["rules"] == [
         # a campaign's schedule stores a study, not the gate's history
@@ -486,3 +487,30 @@ def test_a_bisection_runs_when_a_person_or_a_schedule_names_a_good_commit(pipeli
     args = parser().parse_args(published[1:])
     assert args.result == "out/bisect/result.json"
     assert publish["needs"] == [{"job": "bisect", "artifacts": True}]
+
+
+def test_change_points_start_bisections_on_the_default_branchs_schedules_only(jobs):
+    changes = jobs["changes"]
+    default = "$CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH"
+    assert changes["rules"] == [
+        {"if": CAMPAIGN_IF, "when": "never"},
+        {"if": BISECT_IF, "when": "never"},
+        {"if": f'$CI_PIPELINE_SOURCE == "schedule" && {default}', "when": "always"}]
+    assert changes["needs"] == [{"job": "report", "artifacts": False, "optional": True}]
+    # one at a time (two would both find a change point new); the trigger token is a
+    # variable of this environment alone
+    assert changes["resource_group"]
+    assert changes["environment"]["name"] == "latency-change-points"
+    [line] = changes["script"]
+    assert shlex.split(line) == ["rtlab", "report", "--changes", "--bisect-changes",
+                                 "--baseline-ref", "$CI_DEFAULT_BRANCH"]
+    # what the trigger sets is what the bisect job reads
+    from rtlab.report.bisect_trigger import bisect_variables
+    from rtlab.store.models import ChangePoint
+
+    sent = bisect_variables(ChangePoint(id=1, board="imx6q", flavour="rt", scenario="idle",
+                                        interval_us=1000, good_commit="a" * 40,
+                                        bad_commit="b" * 40))
+    script = " ".join(jobs["bisect"]["script"])
+    for name in sent:
+        assert f"${name}" in script or f"${{{name}" in script, name
