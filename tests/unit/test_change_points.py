@@ -189,6 +189,9 @@ def test_an_accepted_change_point_bounds_the_baselines(nightly_store):
         assert [c.key[2] for c in find(session, "main").found] == ["idle"]
         [series] = [s for s in series_runs(session, ref="main") if s.key[2] == "cpu100"]
         assert len(series.runs) == 28
+        # a report reads each series' newest runs, oldest first
+        newest = {s.key[2]: s.runs for s in series_runs(session, ref="main", newest=5)}
+        assert newest["cpu100"] == series.runs[-5:] and len(newest["idle"]) == 5
     data = write_report(store, _base / "out2", Selection()).data
     [row] = [r for r in data.rows if r.key[2] == "cpu100"]
     assert row.comparison is not None and row.comparison.baseline_runs == 15
