@@ -1,4 +1,5 @@
-"""How long ``rtlab report`` takes over a results store of 10 000 runs.
+"""How long ``rtlab report`` takes over a results store of 10 000 runs, change points
+included.
 
 Builds a synthetic SQLite store in a temporary folder (bulk inserts into the store's own
 tables: 10 000 runs of 1-4 cases on two physical boards × two kernel flavours, four CPUs
@@ -64,6 +65,7 @@ def _templates(rng: np.random.Generator, loc: int) -> list[dict]:
             "p50_us": percentile(0.5), "p99_us": percentile(0.99),
             "p99_9_us": percentile(0.999), "p99_99_us": percentile(0.9999),
             "blob": zlib.compress(counts.astype("<u8").tobytes(), 6),
+            "counts": counts,
         })
     return out
 
@@ -73,7 +75,10 @@ def build_store(url: str, runs: int, seed: int) -> dict[str, int]:
     from sqlalchemy import insert
 
     from rtlab.store import open_store
+    from rtlab.store.ingest import kernel_fields, worst_figures
     from rtlab.store.models import Case, CaseThreshold, CpuResult, Run
+    from rtlab.verdict.histogram import Histogram
+    from rtlab.verdict.tailsummary import TailSummary
     from rtlab.verdict.thresholds import load_thresholds
 
     rng = np.random.default_rng(seed)
@@ -87,6 +92,7 @@ def build_store(url: str, runs: int, seed: int) -> dict[str, int]:
     start = datetime.datetime(2025, 11, 1, tzinfo=datetime.UTC)
     now = datetime.datetime.now(datetime.UTC)
     run_rows, case_rows, cpu_rows, limit_rows = [], [], [], []
+    summaries: dict[tuple, TailSummary] = {}
     case_id = 0
     for run_id in range(1, runs + 1):
         board, flavour = list(BOARDS)[run_id % len(BOARDS)]
@@ -109,6 +115,8 @@ def build_store(url: str, runs: int, seed: int) -> dict[str, int]:
             case_id += 1
             when = started + datetime.timedelta(minutes=5 * slot)
             limit = limits[(board, flavour, scenario, interval)]
+            kernel = {"source": "debian", "package": f"linux-image-{flavour}",
+                      "version": f"6.12.{run_id % 40}-1"}
             roll = rng.random()
             verdict = "error" if roll < 0.02 else "pass"
             spike = None
@@ -125,15 +133,37 @@ def build_store(url: str, runs: int, seed: int) -> dict[str, int]:
                 "interval_us": interval, "kind": "cyclictest" if interval else "rt-test",
                 "verdict": verdict, "message": message, "started": when,
                 "finished": when + datetime.timedelta(hours=1), "duration_s": 3600,
-                "record": {"synthetic": True}})
+                "record": {"synthetic": True, "image": {"kernel": kernel}},
+                "tail_samples": None, "tail_first": None, "tail_counts": None,
+                **worst_figures([]), **kernel_fields({"image": {"kernel": kernel}}),
+                "limit_max_us": limit.value})
             limit_rows.append({"case_id": case_id, "metric": "max_us",
                                "value": limit.value, "source": limit.source})
             if verdict == "error":
                 continue
             pool = [t for t in templates[(board, flavour)]
                     if t["interval"] == (interval or 1000)]
-            for cpu in range(CPUS):
-                template = pool[int(rng.integers(len(pool)))]
+            drawn = [pool[int(rng.integers(len(pool)))] for _ in range(CPUS)]
+            if interval is not None:
+                # the tail summary ingest keeps (rtlab.verdict.tailsummary)
+                key = tuple(id(t) for t in drawn) + (spike,)
+                if key not in summaries:
+                    summaries[key] = TailSummary.of(
+                        Histogram(t["counts"], 0, spike if spike and cpu == 1
+                                  else t["max_us"]) for cpu, t in enumerate(drawn))
+                summary = summaries[key]
+                case_rows[-1].update(tail_samples=summary.samples,
+                                     tail_first=summary.first,
+                                     tail_counts=summary.to_bytes())
+            # the figures ingest keeps (rtlab.store.ingest.worst_figures)
+            case_rows[-1].update(
+                worst_max_us=max([t["max_us"] for t in drawn] + ([spike] if spike else [])),
+                worst_avg_us=max(t["avg_us"] for t in drawn),
+                worst_p99_9_us=(max(t["p99_9_us"] for t in drawn) if interval is not None
+                                else None),
+                range_us=RANGE_US if interval is not None else None,
+                wakeups=sum(t["samples"] for t in drawn))
+            for cpu, template in enumerate(drawn):
                 measured = interval is not None
                 cpu_rows.append({
                     "case_id": case_id, "position": cpu, "cpu": cpu, "thread": cpu,
@@ -181,6 +211,7 @@ def main() -> None:
     import scipy.stats  # noqa: F401
 
     from rtlab.report.build import write_report
+    from rtlab.report.changes import find
     from rtlab.report.pool import cores
     from rtlab.report.selection import Selection
     from rtlab.store import open_store
@@ -204,6 +235,7 @@ def main() -> None:
         try:
             for label, selection in (
                     ("all boards, default caps", Selection()),
+                    ("all boards, default caps, no change points", Selection(changes=False)),
                     ("again (warm caches)", Selection()),
                     ("one board, a merge request's pipeline",
                      Selection(boards=("imx6q",), candidate_pipeline="110000")),
@@ -220,6 +252,12 @@ def main() -> None:
                 print(f"{label}: {total:.2f} s wall ({steps}; {cpu:.2f} s CPU over "
                       f"{cores()} cores); {len(data.rows)} series, {compared} comparisons, "
                       f"{len(written.pngs)} figures, {len(data.left_out)} groups left out")
+            began = time.perf_counter()
+            with store.session() as session:
+                changes = find(session, "main")
+            print(f"change points alone (rtlab report --changes): "
+                  f"{time.perf_counter() - began:.2f} s; {changes.series} series, "
+                  f"{len(changes.found)} open")
         finally:
             store.close()
     finally:

@@ -194,6 +194,8 @@ class Trend:
     limits: Mapping[str, Limit]
     # the series' open change points, marked on the trend with their commit range
     changes: tuple[ChangeView, ...] = ()
+    # older runs of the series than the trend draws (TREND_RUNS)
+    older: int = 0
 
 
 @attr.frozen
@@ -578,6 +580,12 @@ def _changes_of(changes: Changes, key: SeriesKey) -> tuple[ChangeView, ...]:
     return changes.of((board, flavour, scenario, interval))
 
 
+TREND_RUNS = 1000
+"""A trend draws each series' newest so many runs (a year of three nightlies): a lab's
+store of 100 000 runs is read in a fraction of a second, and the figure says how many
+older runs it left out."""
+
+
 def _has_figures(points: Iterable[CaseFigures]) -> bool:
     return any(p.verdict in MEASURED and p.max_us is not None for p in points)
 
@@ -621,7 +629,7 @@ def _groups(session: Session, filters: Mapping[str, Sequence[str] | None],
     by_series: dict[SeriesKey, list[CaseFigures]] = {}
     if chosen:
         # trend points of the drawn groups only: one aggregated query, no per-CPU rows
-        for point in case_figures(session, **filters, groups=chosen):
+        for point in case_figures(session, **filters, groups=chosen, newest=TREND_RUNS):
             by_series.setdefault(point.series, []).append(point)
     groups = []
     for group_key in chosen:
@@ -630,8 +638,9 @@ def _groups(session: Session, filters: Mapping[str, Sequence[str] | None],
             limits = current_limits(thresholds, row.key, row.case)
             points = by_series.get(row.key, ())
             if _has_figures(points):
-                trends.append(attr.evolve(trend(row.key, points, limits),
-                                          changes=_changes_of(changes, row.key)))
+                trends.append(attr.evolve(
+                    trend(row.key, points, limits), changes=_changes_of(changes, row.key),
+                    older=max(0, counts.get(row.key, (0, 0))[0] - len(points))))
             newest = measured.get(row.key)
             if newest is not None:
                 cpus = _cpu_histograms(newest)

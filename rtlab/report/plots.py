@@ -357,7 +357,9 @@ def _trend_panel(axes: Axes, trend: Trend) -> None:
     for change in trend.changes:
         _change_mark(axes, change, _change_x(change, runs, position, categorical))
     axes.set_ylabel("latency (µs)")
-    axes.set_title(_interval_name(trend.key[3]), fontsize=10, loc="left")
+    older = (f" — the newest {len(trend.points) + len(trend.errors)} runs, {trend.older} "
+             "older not drawn" if trend.older else "")
+    axes.set_title(_interval_name(trend.key[3]) + older, fontsize=10, loc="left")
     if categorical:
         axes.set_xticks(range(len(runs)), labels)
         axes.set_xlim(-0.6, len(runs) - 0.4)

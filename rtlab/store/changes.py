@@ -6,7 +6,7 @@ import datetime
 from collections.abc import Sequence
 
 import attr
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from rtlab.store.ingest import _utc
@@ -47,27 +47,18 @@ def series_runs(session: Session, *, ref: str, boards: Sequence[str] | None = No
                 newest: int | None = NEWEST_RUNS) -> list[SeriesRuns]:
     """Every cyclictest series' newest ``newest`` measured runs on ``ref`` (None: all),
     oldest first."""
+    from rtlab.store.query import newest_ids
+
     series = (Case.board, Case.flavour, Case.scenario, Case.interval_us)
-    filtered = (select(Case.id.label("id"), func.row_number().over(
-                    partition_by=series, order_by=(Case.started.desc(), Case.id.desc())
-                ).label("rank"))
-                .join(Run, Case.run_id == Run.id)
-                .where(Run.ref_name == ref, Case.kind == "cyclictest",
-                       Case.verdict.in_(("pass", "fail")), Case.scenario.is_not(None),
-                       Case.interval_us.is_not(None)))
-    if boards:
-        filtered = filtered.where(Case.board.in_(list(boards)))
-    if flavours:
-        filtered = filtered.where(Case.flavour.in_(list(flavours)))
-    ranked = filtered.subquery()
-    chosen = select(ranked.c.id)
-    if newest is not None:
-        chosen = chosen.where(ranked.c.rank <= newest)
+    chosen = newest_ids(session, boards=boards, flavours=flavours, ref=ref,
+                        verdicts=("pass", "fail"), kinds=("cyclictest",),
+                        per_series=newest if newest is not None else 2**62)
     query = (select(Case.id, Case.board, Case.flavour, Case.scenario, Case.interval_us,
                     Case.started, Case.tail_samples, Case.tail_first, Case.tail_counts,
                     Run.commit_sha, Run.pipeline_id)
              .join(Run, Case.run_id == Run.id)
-             .where(Case.id.in_(chosen))
+             .where(Case.id.in_(chosen), Case.scenario.is_not(None),
+                    Case.interval_us.is_not(None))
              .order_by(*series, Case.started, Case.id))
     found: dict[SeriesKey, tuple[list[SeriesRun], list[int]]] = {}
     for row in session.execute(query):

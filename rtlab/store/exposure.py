@@ -61,7 +61,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 
 from rtlab.store.ingest import _utc
-from rtlab.store.models import Case, CaseThreshold, CpuResult, Run
+from rtlab.store.models import Case, CpuResult, Run
 from rtlab.verdict.thresholds import STATISTICS_DEFAULTS, Thresholds, ThresholdsError
 
 DEFAULT_CONFIDENCE = float(STATISTICS_DEFAULTS["exposure_confidence"])
@@ -261,8 +261,9 @@ class _Pool:
     last: datetime.datetime | None = None
 
 
-def _kernel_path(*steps: str) -> ColumnElement[Any]:
-    return Case.record[("image", "kernel", *steps)].as_string()
+KERNEL_COLUMN = {"source": Case.kernel_source, "kernel_sha256": Case.kernel_sha256,
+                 "package": Case.kernel_package, "version": Case.kernel_version}
+"""The case's columns that keep its record's kernel fields (rtlab.store.ingest)."""
 
 
 def _scoped(query: Select, boards: Sequence[str] | None,
@@ -281,13 +282,9 @@ def _judged_cpu() -> ColumnElement[bool]:
 
 
 def _cases(boards: Sequence[str] | None, flavours: Sequence[str] | None) -> Select:
-    """One row per stored cyclictest case, with what pools it as plain columns: the
-    kernel's fields of its record, its max_us limit and its judged CPUs' wake-ups."""
-    limit = (select(func.max(CaseThreshold.value))
-             .where(CaseThreshold.case_id == Case.id, CaseThreshold.metric == LIMIT_METRIC)
-             .scalar_subquery())
-    wakeups = (select(func.coalesce(func.sum(CpuResult.samples), 0))
-               .where(CpuResult.case_id == Case.id, _judged_cpu()).scalar_subquery())
+    """One row per stored cyclictest case, with what pools it: the kernel's fields of its
+    record, its max_us limit and its judged CPUs' wake-ups, as ingest kept them on the
+    case (rtlab.store.ingest: no record and no CPU is read here)."""
     return _scoped(select(
         Case.id.label("case_id"), Case.name.label("name"), Case.board.label("board"),
         Case.flavour.label("flavour"), Run.thresholds_flavour.label("judged_as"),
@@ -297,9 +294,10 @@ def _cases(boards: Sequence[str] | None, flavours: Sequence[str] | None) -> Sele
         Case.started.label("started"), Case.duration_s.label("duration_s"),
         Case.run_id.label("run_id"), Run.run_key.label("run_key"),
         Run.pipeline_id.label("pipeline_id"),
-        *(_kernel_path(field).label(field) for field in KERNEL_FIELDS),
-        limit.label("limit_us"), case((limit.is_(None), 0), else_=1).label("limited"),
-        wakeups.label("wakeups"),
+        *(KERNEL_COLUMN[field].label(field) for field in KERNEL_FIELDS),
+        Case.limit_max_us.label("limit_us"),
+        case((Case.limit_max_us.is_(None), 0), else_=1).label("limited"),
+        func.coalesce(Case.wakeups, 0).label("wakeups"),
     ).join(Run, Case.run_id == Run.id), boards, flavours)
 
 
@@ -310,9 +308,7 @@ def kernel_exposure(session: Session, *, boards: Sequence[str] | None = None,
     kernel × board × scenario × interval, in the database: one row per kernel, board,
     load and flavour comes back (a run has one flavour, so adding its flavours' distinct
     runs counts none twice); the confidence as the module says, from ``thresholds``."""
-    # materialized: the records are read once, not once per use of each field (SQLite
-    # would otherwise read each case's JSON again for every grouping column)
-    cases = _cases(boards, flavours).cte("exposure_cases").prefix_with("MATERIALIZED")
+    cases = _cases(boards, flavours).subquery("exposure_cases")
     c = cases.c
     kernel_columns = [c[field] for field in KERNEL_FIELDS]
     key = (*kernel_columns, c.board, c.scenario, c.interval_us, c.flavour, c.judged_as,
@@ -371,13 +367,12 @@ def kernel_exposure(session: Session, *, boards: Sequence[str] | None = None,
     # the only CPUs that can have exceeded: a maximum above the limit (or none known); the
     # one place a histogram is read, and the records' JSON only for these few
     suspects = _scoped(
-        select(CpuResult, CaseThreshold.value, *(_kernel_path(f) for f in KERNEL_FIELDS),
+        select(CpuResult, Case.limit_max_us, *(KERNEL_COLUMN[f] for f in KERNEL_FIELDS),
                Case.board, Case.scenario, Case.interval_us)
         .join(Case, CpuResult.case_id == Case.id)
-        .join(CaseThreshold, and_(CaseThreshold.case_id == Case.id,
-                                  CaseThreshold.metric == LIMIT_METRIC))
-        .where(Case.verdict.in_(MEASURED), _judged_cpu(), CpuResult.samples > 0,
-               or_(CpuResult.max_us.is_(None), CpuResult.max_us > CaseThreshold.value)),
+        .where(Case.verdict.in_(MEASURED), Case.limit_max_us.is_not(None),
+               _judged_cpu(), CpuResult.samples > 0,
+               or_(CpuResult.max_us.is_(None), CpuResult.max_us > Case.limit_max_us)),
         boards, flavours)
     for cpu, limit_us, *fields, board, scenario, interval_us in session.execute(suspects):
         kernel = kernel_id_of(*fields)

@@ -410,7 +410,58 @@ def _case(typed: ResultRecord, run: Run) -> Case:
     if summary is not None:
         case.tail_samples, case.tail_first, case.tail_counts = (
             summary.samples, summary.first, summary.to_bytes())
+    for column, value in worst_figures(case.cpus).items():
+        setattr(case, column, value)
+    for column, value in kernel_fields(record).items():
+        setattr(case, column, value)
+    limits = [limit.value for limit in case.limits if limit.metric == "max_us"]
+    case.limit_max_us = max(limits) if limits else None
     return case
+
+
+def worst_figures(cpus: Sequence[CpuResult]) -> dict[str, Any]:
+    """The case's figures as trends and tables read them, from its judged CPUs (not a CPU
+    that never woke up, nor a thread thresholds do not judge): the worst max, avg and
+    p99.9 (unknown on one CPU: unknown), how many CPUs' p99.9 lay among the overflows,
+    the histograms' range, the overflows and the wake-ups."""
+    judged = [cpu for cpu in cpus if not cpu.no_wakeup and cpu.gated is not False]
+    known = [cpu.p99_9_us for cpu in judged]
+
+    def worst(values: Iterable[float | None]) -> float | None:
+        present = [v for v in values if v is not None]
+        return max(present) if present else None
+
+    return {
+        "worst_max_us": worst(cpu.max_us for cpu in judged),
+        "worst_avg_us": worst(cpu.avg_us for cpu in judged),
+        "worst_p99_9_us": None if any(v is None for v in known) else worst(known),
+        "p99_9_past_range": sum(1 for cpu in judged if cpu.p99_9_us is None
+                                and cpu.histogram_range_us is not None
+                                and (cpu.overflows or 0) > 0),
+        "range_us": max((cpu.histogram_range_us for cpu in judged
+                         if cpu.histogram_range_us is not None), default=None),
+        "overflows": sum(cpu.overflows or 0 for cpu in judged),
+        "wakeups": sum(cpu.samples or 0 for cpu in judged),
+    }
+
+
+KERNEL_COLUMNS = {"source": "kernel_source", "kernel_sha256": "kernel_sha256",
+                  "package": "kernel_package", "version": "kernel_version"}
+"""The record's ``image.kernel`` fields that identify a kernel (rtlab.store.exposure),
+and the case's columns that keep them."""
+
+
+def kernel_fields(record: Mapping[str, Any]) -> dict[str, str | None]:
+    """The record's kernel fields as text (a number as its digits), None where absent."""
+    image = record.get("image")
+    kernel = image.get("kernel") if isinstance(image, Mapping) else None
+    out: dict[str, str | None] = {}
+    for field, column in KERNEL_COLUMNS.items():
+        value = kernel.get(field) if isinstance(kernel, Mapping) else None
+        out[column] = (value if isinstance(value, str) else
+                       str(value) if isinstance(value, int | float)
+                       and not isinstance(value, bool) else None)
+    return out
 
 
 def tail_summary(cpus: Sequence[CpuResult]) -> TailSummary | None:

@@ -40,7 +40,10 @@ class Run(Base):
     ``rtlab run``. ``run_key`` is unique: the record's ``run_id`` (set by ``rtlab run``)."""
 
     __tablename__ = "runs"
-    __table_args__ = (Index("ix_runs_campaign_run", "campaign", "campaign_run"),)
+    __table_args__ = (Index("ix_runs_campaign_run", "campaign", "campaign_run"),
+                      # a merge request's report reads its pipeline's cases, trends a ref's
+                      Index("ix_runs_pipeline_id", "pipeline_id"),
+                      Index("ix_runs_ref_name", "ref_name"))
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     run_key: Mapped[str] = mapped_column(String(200), unique=True)
@@ -114,6 +117,23 @@ class Case(Base):
     tail_samples: Mapped[int | None] = mapped_column(BigInteger)
     tail_first: Mapped[int | None] = mapped_column(Integer)
     tail_counts: Mapped[bytes | None] = mapped_column(LargeBinary)
+    # the judged CPUs' figures as a trend and the table read them (CaseRow.worst), kept at
+    # ingest so that a series' history is one narrow query of this table
+    worst_max_us: Mapped[float | None] = mapped_column(Float)
+    worst_avg_us: Mapped[float | None] = mapped_column(Float)
+    # None when unknown on any judged CPU (past the histogram's range, or not measured)
+    worst_p99_9_us: Mapped[float | None] = mapped_column(Float)
+    p99_9_past_range: Mapped[int | None] = mapped_column(Integer)
+    range_us: Mapped[int | None] = mapped_column(Integer)
+    overflows: Mapped[int | None] = mapped_column(BigInteger)
+    wakeups: Mapped[int | None] = mapped_column(BigInteger)
+    # what pools it per kernel (rtlab.store.exposure): the record's image.kernel fields
+    # and its max_us limit
+    kernel_source: Mapped[str | None] = mapped_column(String(20))
+    kernel_sha256: Mapped[str | None] = mapped_column(String(64))
+    kernel_package: Mapped[str | None] = mapped_column(String(200))
+    kernel_version: Mapped[str | None] = mapped_column(String(200))
+    limit_max_us: Mapped[float | None] = mapped_column(Float)
 
     run: Mapped[Run] = relationship(back_populates="cases")
     cpus: Mapped[list["CpuResult"]] = relationship(back_populates="case",

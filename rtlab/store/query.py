@@ -8,7 +8,7 @@ from typing import Any
 
 import attr
 import numpy as np
-from sqlalchemy import Select, and_, case, false, func, or_, select, true
+from sqlalchemy import Select, and_, case, false, func, or_, select
 from sqlalchemy.orm import Session, selectinload
 
 from rtlab.store.changes import accepted_since
@@ -192,20 +192,53 @@ def _cpu(cpu: CpuResult, histograms: bool) -> CpuRow:
     )
 
 
+def newest_ids(session: Session, *, boards: Sequence[str] | None = None,
+               flavours: Sequence[str] | None = None, ref: str | None = None,
+               pipeline_id: str | None = None, verdicts: Sequence[str] | None = None,
+               kinds: Sequence[str] | None = None, per_series: int = 1) -> list[int]:
+    """The ids of the newest ``per_series`` matching cases of every series. A pipeline's
+    cases are few: ranked at once. Otherwise each series is read newest first along its
+    index (``ix_cases_series``) until it has enough: a store's size does not matter, only
+    the series' count."""
+    if pipeline_id is not None:
+        rank = func.row_number().over(
+            partition_by=(Case.board, Case.flavour, Case.scenario, Case.interval_us),
+            order_by=(Case.started.desc(), Case.id.desc())).label("rank")
+        ranked = _filtered(select(Case.id.label("id"), rank), boards=boards,
+                           flavours=flavours, ref=ref, pipeline_id=pipeline_id,
+                           verdicts=verdicts)
+        if kinds is not None:
+            ranked = ranked.where(Case.kind.in_(list(kinds)))
+        inner = ranked.subquery()
+        return list(session.scalars(select(inner.c.id).where(inner.c.rank <= per_series)))
+    every = _filtered(select(Case.board, Case.flavour, Case.scenario, Case.interval_us)
+                      .distinct(), boards=boards, flavours=flavours)
+    found: list[int] = []
+    for board, flavour, scenario, interval_us in session.execute(every).all():
+        query = _filtered(select(Case.id), ref=ref, verdicts=verdicts).where(
+            Case.board == board, Case.flavour == flavour,
+            Case.scenario.is_(None) if scenario is None else Case.scenario == scenario,
+            Case.interval_us.is_(None) if interval_us is None
+            else Case.interval_us == interval_us)
+        if kinds is not None:
+            query = query.where(Case.kind.in_(list(kinds)))
+        found.extend(session.scalars(query.order_by(Case.started.desc(), Case.id.desc())
+                                     .limit(per_series)))
+    return found
+
+
 def latest(session: Session, *, boards: Sequence[str] | None = None,
            flavours: Sequence[str] | None = None, ref: str | None = None,
            pipeline_id: str | None = None, verdicts: Sequence[str] | None = None,
            per_series: int = 1, histograms: bool = False) -> list[CaseRow]:
     """The newest ``per_series`` cases of every series (board × flavour × scenario ×
-    interval) that match, in one query however long the history: a report's current state
-    and its baselines, without reading every stored run. Ordered by series, then oldest
-    first. ``pipeline_id`` is GitLab's CI_PIPELINE_ID of the run."""
-    rank = func.row_number().over(
-        partition_by=(Case.board, Case.flavour, Case.scenario, Case.interval_us),
-        order_by=(Case.started.desc(), Case.id.desc())).label("rank")
-    ranked = _filtered(select(Case.id.label("id"), rank), boards=boards, flavours=flavours,
-                       ref=ref, pipeline_id=pipeline_id, verdicts=verdicts).subquery()
-    newest = select(ranked.c.id).where(ranked.c.rank <= per_series)
+    interval) that match, without reading every stored run (:func:`newest_ids`): a
+    report's current state and its baselines. Ordered by series, then oldest first.
+    ``pipeline_id`` is GitLab's CI_PIPELINE_ID of the run."""
+    newest = newest_ids(session, boards=boards, flavours=flavours, ref=ref,
+                        pipeline_id=pipeline_id, verdicts=verdicts, per_series=per_series)
+    if not newest:
+        return []
     query = (select(Case).where(Case.id.in_(newest))
              .order_by(Case.board, Case.flavour, Case.scenario, Case.interval_us,
                        Case.started, Case.id)
@@ -248,25 +281,16 @@ def series_counts(session: Session, *, boards: Sequence[str] | None = None,
 def case_figures(session: Session, *, boards: Sequence[str] | None = None,
                  flavours: Sequence[str] | None = None,
                  groups: Sequence[tuple[str, str, str | None]] | None = None,
-                 since: datetime.datetime | None = None) -> list[CaseFigures]:
-    """Every matching case's worst-CPU figures, oldest first, aggregated in the database
-    (one row per case). ``groups``: only these (board, flavour, scenario)."""
-    judged = and_(CpuResult.case_id == Case.id, CpuResult.no_wakeup == false(),
-                  or_(CpuResult.gated.is_(None), CpuResult.gated == true()))
-    # a percentile unknown on any judged CPU is unknown for the case (see CaseRow.worst)
-    unknown = func.sum(case((CpuResult.p99_9_us.is_(None), 1), else_=0))
-    past_range = func.sum(case((and_(CpuResult.p99_9_us.is_(None),
-                                     CpuResult.histogram_range_us.is_not(None),
-                                     CpuResult.overflows > 0), 1), else_=0))
+                 since: datetime.datetime | None = None,
+                 newest: int | None = None) -> list[CaseFigures]:
+    """Every matching case's worst-CPU figures, oldest first: as ingest kept them on the
+    case (rtlab.store.ingest.worst_figures), so no CPU row is read. ``groups``: only these
+    (board, flavour, scenario); ``newest``: only each series' newest so many."""
     query = (select(Case.id, Case.board, Case.flavour, Case.scenario, Case.interval_us,
                     Case.kind, Case.verdict, Case.started, Run.pipeline_id, Run.commit_sha,
-                    Run.ref_name, func.max(CpuResult.max_us), func.max(CpuResult.avg_us),
-                    func.max(CpuResult.p99_9_us), unknown, past_range,
-                    func.max(CpuResult.histogram_range_us),
-                    func.coalesce(func.sum(CpuResult.overflows), 0))
+                    Run.ref_name, Case.worst_max_us, Case.worst_avg_us, Case.worst_p99_9_us,
+                    Case.p99_9_past_range, Case.range_us, Case.overflows)
              .select_from(Case).join(Run, Case.run_id == Run.id)
-             .outerjoin(CpuResult, judged)
-             .group_by(Case.id, Run.id)
              .order_by(Case.started, Case.id))
     query = _filtered(query, boards=boards, flavours=flavours, since=since)
     if groups is not None:
@@ -274,16 +298,23 @@ def case_figures(session: Session, *, boards: Sequence[str] | None = None,
             and_(Case.board == board, Case.flavour == flavour,
                  Case.scenario.is_(None) if scenario is None else Case.scenario == scenario)
             for board, flavour, scenario in groups)))
+    if newest is not None:
+        rank = func.row_number().over(
+            partition_by=(Case.board, Case.flavour, Case.scenario, Case.interval_us),
+            order_by=(Case.started.desc(), Case.id.desc())).label("rank")
+        ranked = query.order_by(None).add_columns(rank).subquery()
+        query = (select(*(column for column in ranked.c if column.name != "rank"))
+                 .where(ranked.c.rank <= newest)
+                 .order_by(ranked.c.started, ranked.c.id))
     return [CaseFigures(case_id=case_id, board=board, flavour=flavour, scenario=scenario,
                         interval_us=interval_us, kind=kind, verdict=verdict,
                         started=_utc(started), pipeline_id=pipeline_id, commit_sha=commit_sha,
-                        ref_name=ref_name, max_us=max_us, avg_us=avg_us,
-                        p99_9_us=None if unknown_cpus or p99_9 is None else p99_9,
+                        ref_name=ref_name, max_us=max_us, avg_us=avg_us, p99_9_us=p99_9,
                         p99_9_past_range=int(past or 0), histogram_range_us=range_us,
-                        overflows=int(overflows))
+                        overflows=int(overflows or 0))
             for (case_id, board, flavour, scenario, interval_us, kind, verdict, started,
-                 pipeline_id, commit_sha, ref_name, max_us, avg_us, p99_9, unknown_cpus,
-                 past, range_us, overflows) in session.execute(query)]
+                 pipeline_id, commit_sha, ref_name, max_us, avg_us, p99_9, past, range_us,
+                 overflows) in session.execute(query)]
 
 
 def _filtered(query: Select, *, boards: Sequence[str] | None = None,

@@ -314,6 +314,26 @@ def test_aggregated_figures_match_the_per_cpu_rows(store):
         assert point.started == row.started
     assert len(newest) == 8
     assert {row.pipeline_id for row in newest} == {"106", MR_PIPELINE}
+    # a trend's newest runs only: the same figures, each series' last two
+    with store.session() as session:
+        capped = case_figures(session, newest=2)
+    by_series: dict = {}
+    for point in figures:
+        by_series.setdefault(point.series, []).append(point.case_id)
+    assert sorted(p.case_id for p in capped) == sorted(
+        case_id for ids in by_series.values() for case_id in ids[-2:])
+    assert [p.started for p in capped] == sorted(p.started for p in capped)
+
+
+def test_a_trend_says_how_many_older_runs_it_left_out(store, tmp_path, monkeypatch):
+    from rtlab.report import data
+
+    monkeypatch.setattr(data, "TREND_RUNS", 3)
+    written = write_report(store, tmp_path, Selection())
+    [trend] = [t for g in written.data.groups for t in g.trends
+               if t.key == ("imx6q", "rt", "cpu100", 1000)]
+    # 6 nightly runs and the merge request's: the newest 3 drawn, 4 left out
+    assert len(trend.points) + len(trend.errors) == 3 and trend.older == 4
 
 
 def test_the_cap_on_figures_is_reported(store, tmp_path):
