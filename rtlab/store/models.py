@@ -89,6 +89,9 @@ class Case(Base):
     __table_args__ = (
         UniqueConstraint("run_id", "name", "started", name="uq_cases_run_name_started"),
         Index("ix_cases_series", "board", "flavour", "scenario", "interval_us", "started"),
+        # a report's count of every series' cases, from the index alone
+        Index("ix_cases_series_verdicts", "board", "flavour", "scenario", "interval_us",
+              "kind", "verdict"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)

@@ -8,7 +8,7 @@ from typing import Any
 
 import attr
 import numpy as np
-from sqlalchemy import Select, and_, case, false, func, or_, select
+from sqlalchemy import ColumnElement, Select, and_, case, false, func, or_, select
 from sqlalchemy.orm import Session, selectinload
 
 from rtlab.store.changes import accepted_since
@@ -192,6 +192,14 @@ def _cpu(cpu: CpuResult, histograms: bool) -> CpuRow:
     )
 
 
+def _series_is(board: str, flavour: str, scenario: str | None,
+               interval_us: int | None) -> ColumnElement[bool]:
+    return and_(Case.board == board, Case.flavour == flavour,
+                Case.scenario.is_(None) if scenario is None else Case.scenario == scenario,
+                Case.interval_us.is_(None) if interval_us is None
+                else Case.interval_us == interval_us)
+
+
 def newest_ids(session: Session, *, boards: Sequence[str] | None = None,
                flavours: Sequence[str] | None = None, ref: str | None = None,
                pipeline_id: str | None = None, verdicts: Sequence[str] | None = None,
@@ -216,10 +224,7 @@ def newest_ids(session: Session, *, boards: Sequence[str] | None = None,
     found: list[int] = []
     for board, flavour, scenario, interval_us in session.execute(every).all():
         query = _filtered(select(Case.id), ref=ref, verdicts=verdicts).where(
-            Case.board == board, Case.flavour == flavour,
-            Case.scenario.is_(None) if scenario is None else Case.scenario == scenario,
-            Case.interval_us.is_(None) if interval_us is None
-            else Case.interval_us == interval_us)
+            _series_is(board, flavour, scenario, interval_us))
         if kinds is not None:
             query = query.where(Case.kind.in_(list(kinds)))
         found.extend(session.scalars(query.order_by(Case.started.desc(), Case.id.desc())
@@ -298,14 +303,18 @@ def case_figures(session: Session, *, boards: Sequence[str] | None = None,
             and_(Case.board == board, Case.flavour == flavour,
                  Case.scenario.is_(None) if scenario is None else Case.scenario == scenario)
             for board, flavour, scenario in groups)))
-    if newest is not None:
-        rank = func.row_number().over(
-            partition_by=(Case.board, Case.flavour, Case.scenario, Case.interval_us),
-            order_by=(Case.started.desc(), Case.id.desc())).label("rank")
-        ranked = query.order_by(None).add_columns(rank).subquery()
-        query = (select(*(column for column in ranked.c if column.name != "rank"))
-                 .where(ranked.c.rank <= newest)
-                 .order_by(ranked.c.started, ranked.c.id))
+    rows: list[Any] = []
+    if newest is None:
+        rows = list(session.execute(query))
+    else:
+        # each series newest first along its index, as far as ``newest``
+        every = query.with_only_columns(Case.board, Case.flavour, Case.scenario,
+                                        Case.interval_us).distinct().order_by(None)
+        for board, flavour, scenario, interval_us in session.execute(every).all():
+            one = query.where(_series_is(board, flavour, scenario, interval_us)).order_by(
+                None).order_by(Case.started.desc(), Case.id.desc()).limit(newest)
+            rows.extend(reversed(session.execute(one).all()))
+        rows.sort(key=lambda row: (row.started, row.id))
     return [CaseFigures(case_id=case_id, board=board, flavour=flavour, scenario=scenario,
                         interval_us=interval_us, kind=kind, verdict=verdict,
                         started=_utc(started), pipeline_id=pipeline_id, commit_sha=commit_sha,
@@ -314,7 +323,7 @@ def case_figures(session: Session, *, boards: Sequence[str] | None = None,
                         overflows=int(overflows or 0))
             for (case_id, board, flavour, scenario, interval_us, kind, verdict, started,
                  pipeline_id, commit_sha, ref_name, max_us, avg_us, p99_9, past, range_us,
-                 overflows) in session.execute(query)]
+                 overflows) in rows]
 
 
 def _filtered(query: Select, *, boards: Sequence[str] | None = None,

@@ -31,6 +31,8 @@ def upgrade() -> None:
             batch.add_column(sa.Column(name, kind, nullable=True))
     op.create_index('ix_runs_pipeline_id', 'runs', ['pipeline_id'])
     op.create_index('ix_runs_ref_name', 'runs', ['ref_name'])
+    op.create_index('ix_cases_series_verdicts', 'cases',
+                    ['board', 'flavour', 'scenario', 'interval_us', 'kind', 'verdict'])
     _backfill()
 
 
@@ -77,6 +79,7 @@ def _backfill() -> None:
 
 
 def downgrade() -> None:
+    op.drop_index('ix_cases_series_verdicts', table_name='cases')
     op.drop_index('ix_runs_ref_name', table_name='runs')
     op.drop_index('ix_runs_pipeline_id', table_name='runs')
     with op.batch_alter_table('cases') as batch:
