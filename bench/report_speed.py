@@ -136,7 +136,7 @@ def build_store(url: str, runs: int, seed: int) -> dict[str, int]:
                 "record": {"synthetic": True, "image": {"kernel": kernel}},
                 "tail_samples": None, "tail_first": None, "tail_counts": None,
                 **worst_figures([]), **kernel_fields({"image": {"kernel": kernel}}),
-                "limit_max_us": limit.value})
+                "limit_max_us": limit.value, "cpus_over_limit": 0})
             limit_rows.append({"case_id": case_id, "metric": "max_us",
                                "value": limit.value, "source": limit.source})
             if verdict == "error":
@@ -162,7 +162,10 @@ def build_store(url: str, runs: int, seed: int) -> dict[str, int]:
                 worst_p99_9_us=(max(t["p99_9_us"] for t in drawn) if interval is not None
                                 else None),
                 range_us=RANGE_US if interval is not None else None,
-                wakeups=sum(t["samples"] for t in drawn))
+                wakeups=sum(t["samples"] for t in drawn),
+                cpus_over_limit=sum(1 for cpu, t in enumerate(drawn)
+                                    if (spike if spike and cpu == 1 else t["max_us"])
+                                    > limit.value))
             for cpu, template in enumerate(drawn):
                 measured = interval is not None
                 cpu_rows.append({

@@ -416,7 +416,17 @@ def _case(typed: ResultRecord, run: Run) -> Case:
         setattr(case, column, value)
     limits = [limit.value for limit in case.limits if limit.metric == "max_us"]
     case.limit_max_us = max(limits) if limits else None
+    case.cpus_over_limit = over_limit(case.cpus, case.limit_max_us)
     return case
+
+
+def over_limit(cpus: Sequence[CpuResult], limit_us: float | None) -> int | None:
+    """How many judged CPUs with wake-ups may have exceeded ``limit_us``: their maximum is
+    above it or unknown (None without a limit)."""
+    if limit_us is None:
+        return None
+    return sum(1 for cpu in cpus if not cpu.no_wakeup and cpu.gated is not False
+               and (cpu.samples or 0) > 0 and (cpu.max_us is None or cpu.max_us > limit_us))
 
 
 def worst_figures(cpus: Sequence[CpuResult]) -> dict[str, Any]:

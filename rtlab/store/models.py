@@ -92,6 +92,8 @@ class Case(Base):
         # a report's count of every series' cases, from the index alone
         Index("ix_cases_series_verdicts", "board", "flavour", "scenario", "interval_us",
               "kind", "verdict"),
+        # the few cases whose CPUs may have exceeded max_us (the exposure reads those)
+        Index("ix_cases_over_limit", "cpus_over_limit"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -137,6 +139,9 @@ class Case(Base):
     kernel_package: Mapped[str | None] = mapped_column(String(200))
     kernel_version: Mapped[str | None] = mapped_column(String(200))
     limit_max_us: Mapped[float | None] = mapped_column(Float)
+    # judged CPUs whose maximum passed limit_max_us or is unknown: the only ones whose
+    # histogram the exposure reads
+    cpus_over_limit: Mapped[int | None] = mapped_column(Integer)
 
     run: Mapped[Run] = relationship(back_populates="cases")
     cpus: Mapped[list["CpuResult"]] = relationship(back_populates="case",

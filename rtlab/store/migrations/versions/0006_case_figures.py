@@ -21,7 +21,7 @@ COLUMNS = (
     ('range_us', sa.Integer()), ('overflows', sa.BigInteger()), ('wakeups', sa.BigInteger()),
     ('kernel_source', sa.String(length=20)), ('kernel_sha256', sa.String(length=64)),
     ('kernel_package', sa.String(length=200)), ('kernel_version', sa.String(length=200)),
-    ('limit_max_us', sa.Float()),
+    ('limit_max_us', sa.Float()), ('cpus_over_limit', sa.Integer()),
 )
 
 
@@ -34,13 +34,15 @@ def upgrade() -> None:
     op.create_index('ix_cases_series_verdicts', 'cases',
                     ['board', 'flavour', 'scenario', 'interval_us', 'kind', 'verdict'])
     _backfill()
+    # after the backfill: the index is built once, not updated row by row
+    op.create_index('ix_cases_over_limit', 'cases', ['cpus_over_limit'])
 
 
 def _backfill() -> None:
     """Every stored case's figures, kernel and limit, as ingest keeps them now; by the
     tables' columns (not the models: they may describe a later revision), a page of
     cases at a time."""
-    from rtlab.store.ingest import kernel_fields, worst_figures
+    from rtlab.store.ingest import kernel_fields, over_limit, worst_figures
     from rtlab.store.models import CpuResult
 
     connection = op.get_bind()
@@ -73,12 +75,15 @@ def _backfill() -> None:
             record = row.record if not isinstance(row.record, str) else json.loads(row.record)
             values = {**worst_figures(found.get(row.id, [])),
                       **kernel_fields(record if isinstance(record, dict) else {}),
-                      'limit_max_us': limit_of.get(row.id)}
+                      'limit_max_us': limit_of.get(row.id),
+                      'cpus_over_limit': over_limit(found.get(row.id, []),
+                                                    limit_of.get(row.id))}
             connection.execute(sa.update(cases).where(cases.c.id == row.id).values(**values))
         last = ids[-1]
 
 
 def downgrade() -> None:
+    op.drop_index('ix_cases_over_limit', table_name='cases')
     op.drop_index('ix_cases_series_verdicts', table_name='cases')
     op.drop_index('ix_runs_ref_name', table_name='runs')
     op.drop_index('ix_runs_pipeline_id', table_name='runs')
