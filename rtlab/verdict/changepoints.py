@@ -143,9 +143,10 @@ def _levels(counts: np.ndarray, samples: np.ndarray, quantile: float) -> list[tu
     return levels
 
 
-def _statistic(k: np.ndarray, n: np.ndarray, min_runs: int) -> tuple[np.ndarray, np.ndarray]:
-    """The standardized shift of the log rate at every split of every row of ``k``
-    (rows: the order as measured, then shuffles; columns: runs), and its sign."""
+def _statistic(k: np.ndarray, n: np.ndarray, min_runs: int) -> np.ndarray:
+    """How far, in standard errors, the log rate moves at every split of every row of
+    ``k`` (rows: the order as measured, then shuffles; columns: runs), either way: which
+    way is read from the change's size (:func:`_sized`)."""
     m = k.shape[-1]
     kk = k.astype(np.float64)
     nn = np.broadcast_to(n.astype(np.float64), kk.shape)
@@ -166,7 +167,7 @@ def _statistic(k: np.ndarray, n: np.ndarray, min_runs: int) -> tuple[np.ndarray,
     # split after run i (i + 1 runs on the left): both sides at least min_runs long
     allowed = np.zeros(m - 1, dtype=bool)
     allowed[min_runs - 1:m - min_runs] = True
-    return np.where(allowed, np.abs(z), 0.0), np.sign(z)
+    return np.where(allowed, np.abs(z), 0.0)
 
 
 def _segment(counts: np.ndarray, samples: np.ndarray, start: int, stop: int,
@@ -209,7 +210,7 @@ def _largest(counts: np.ndarray, samples: np.ndarray, levels: Sequence[tuple[flo
     best = np.zeros(order.shape[0])
     where = np.zeros(order.shape[0], dtype=np.int64)
     for _, j in levels:
-        z, _ = _statistic(counts[:, j][order], samples[order], min_runs)
+        z = _statistic(counts[:, j][order], samples[order], min_runs)
         top = z.max(axis=1)
         where = np.where(top > best, z.argmax(axis=1), where)
         best = np.maximum(best, top)
