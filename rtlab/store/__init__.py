@@ -22,8 +22,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from rtlab.store import migrate
 from rtlab.store.ingest import IngestReport, Inputs, ingest, read_folder, read_inputs
-from rtlab.store.migrate import upgrade
 
 DEFAULT_URL = "sqlite:///results.db"
 URL_VARIABLE = "RTLAB_RESULTS_DB"
@@ -57,6 +57,14 @@ class Store:
 
 
 def open_store(url: str | None = None) -> Store:
+    engine = connect(url)
+    return Store(engine, sessionmaker(engine, expire_on_commit=False))
+
+
+def connect(url: str | None = None, *, upgrade: bool = True) -> Engine:
+    """The engine of the store at ``url`` (default: :func:`default_url`), its schema
+    brought to the newest revision unless ``upgrade`` is false (a check that must not
+    change the database)."""
     url = url or default_url()
     try:
         parsed = make_url(url)
@@ -77,8 +85,9 @@ def open_store(url: str | None = None) -> Store:
     engine = create_engine(parsed, connect_args=connect_args)
     if parsed.get_backend_name() == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
-    upgrade(engine)
-    return Store(engine, sessionmaker(engine, expire_on_commit=False))
+    if upgrade:
+        migrate.upgrade(engine)
+    return engine
 
 
 WAL_ATTEMPTS = 20

@@ -49,6 +49,24 @@ def _pull(args: argparse.Namespace) -> int:
     return 0
 
 
+def _migrate(args: argparse.Namespace) -> int:
+    from sqlalchemy.engine import make_url
+
+    from rtlab.store import connect, default_url
+    from rtlab.store.migrate import current, head
+
+    shown = make_url(args.db or default_url()).render_as_string(hide_password=True)
+    engine = connect(args.db, upgrade=False)
+    try:
+        before = current(engine)
+        connect(args.db).dispose()  # opening a store upgrades it, in one transaction
+        print(f"{shown}: schema at revision {current(engine)}"
+              + (f" (was {before or 'empty'})" if before != head() else " (already)"))
+    finally:
+        engine.dispose()
+    return 0
+
+
 def add_db_option(parser: argparse.ArgumentParser) -> None:
     # the variable's name, never its value: a lab database's URL holds its password
     parser.add_argument("--db", default=None,
@@ -94,3 +112,10 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                          help="then ingest every pulled job into the store")
     add_db_option(pulling)
     pulling.set_defaults(func=_pull)
+
+    migrating = actions.add_parser(
+        "migrate", help="bring the store's schema to this rtlab's revision now (any "
+                        "command that opens the store does it too; a lab does it once "
+                        "after upgrading rtlab, with a role that may alter tables)")
+    add_db_option(migrating)
+    migrating.set_defaults(func=_migrate)

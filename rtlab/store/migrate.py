@@ -26,6 +26,11 @@ def head() -> str:
     return ScriptDirectory.from_config(config()).get_current_head() or ""
 
 
+def known() -> set[str]:
+    """Every revision this rtlab's migrations know."""
+    return {script.revision for script in ScriptDirectory.from_config(config()).walk_revisions()}
+
+
 def current(engine: Engine) -> str | None:
     with engine.connect() as connection:
         return MigrationContext.configure(connection).get_current_revision()
