@@ -105,8 +105,29 @@ def _run_argv(args: argparse.Namespace) -> list[str]:
     return argv
 
 
+def _doctor(args: argparse.Namespace) -> int:
+    from rtlab.run.doctor import diagnose, options_from
+    from rtlab.util.findings import as_json, as_text, exit_code
+
+    findings = diagnose(options_from(args.coordinator, args.env, args.boards, args.db,
+                                     args.thresholds, args.suite))
+    if args.json == "-":
+        print(as_json(findings))
+    else:
+        print(as_text(findings))
+        if args.json:
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json).write_text(as_json(findings) + "\n")
+    return exit_code(findings)
+
+
 def _lab(args: argparse.Namespace) -> int:
+    if args.action == "doctor":
+        return _doctor(args)
     from rtlab.lab.health import HealthBook, format_health, place_info, shared_health
+
+    args.env = args.env or str(paths.REPO_ROOT / "env" / "virtual.yaml")
+    args.coordinator = args.coordinator or "127.0.0.1:20408"
 
     book = HealthBook(paths.health_dir())
     if args.action == "health":
@@ -207,16 +228,31 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                           "plan.db in --out)")
     run.set_defaults(func=_run)
 
-    lab = sub.add_parser("lab", help="the places' health")
-    lab.add_argument("action", choices=["health", "check"],
+    lab = sub.add_parser("lab", help="the places' health, and the lab's preflight")
+    lab.add_argument("action", choices=["health", "check", "doctor"],
                      help="health: state and history per place; check: flash + boot + "
-                          "short smoke test, which makes an unhealthy place healthy again")
+                          "short smoke test, which makes an unhealthy place healthy again; "
+                          "doctor: check what a pipeline needs of the lab (coordinator, "
+                          "places, resources, exporters, tags, tools, the results "
+                          "database, the limits, the pipeline's variables), each problem "
+                          "with its fix; exit 1 on one that would fail a pipeline")
     lab.add_argument("--place", action="append", default=[],
                      help="a place (repeatable; health: default all recorded)")
     lab.add_argument("--history", action="store_true", help="health: recent events too")
     lab.add_argument("--image", help="check: the SD image to flash")
-    lab.add_argument("--env", default=str(paths.REPO_ROOT / "env" / "virtual.yaml"))
-    lab.add_argument("--coordinator", default="127.0.0.1:20408")
+    lab.add_argument("--env", help="labgrid environment file (default: health/check "
+                                   "env/virtual.yaml; doctor $RTLAB_ENV, else env/rack.yaml)")
+    lab.add_argument("--coordinator", help="default: health/check 127.0.0.1:20408; doctor "
+                                           "$LG_COORDINATOR, else 127.0.0.1:20408")
+    lab.add_argument("--boards", nargs="+", default=[], metavar="TAG",
+                     help="doctor: the board types (place tag board=) the pipeline tests "
+                          "(default: every board tag on the coordinator)")
+    lab.add_argument("--db", help="doctor: results database URL (default: "
+                                  "$RTLAB_RESULTS_DB)")
+    lab.add_argument("--thresholds", help="doctor: default thresholds.yaml")
+    lab.add_argument("--suite", help="doctor: default suite.yaml")
+    lab.add_argument("--json", nargs="?", const="-", metavar="FILE",
+                     help="doctor: JSON instead of text (alone), or text and JSON to FILE")
     lab.add_argument("--out", default="out")
     lab.add_argument("--duration", type=int, default=3, help="check: seconds of cyclictest")
     lab.set_defaults(func=_lab)

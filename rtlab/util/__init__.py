@@ -1,2 +1,3 @@
 """Small shared pieces: where rtlab keeps its files, the infrastructure error, and file
-readers whose every complaint names the file and line."""
+readers whose every complaint names the file and line, a check's findings with their
+fixes."""
