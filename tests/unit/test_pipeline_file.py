@@ -163,9 +163,34 @@ def test_test_jobs_run_on_the_lab_runner_one_per_board_at_a_time(jobs):
     [test] = jobs_of(jobs, "test").values()
     assert test["tags"] == ["lab-$BOARD"]
     assert test["resource_group"] == "lab-$BOARD"
-    [need] = test["needs"]
+    need, doctor = test["needs"]
     assert need["job"] == "sd-image" and need["parallel"]["matrix"] == [
         {"BOARD": "$[[ matrix.BOARD ]]", "FLAVOUR": "$[[ matrix.FLAVOUR ]]"}]
+    # no board is flashed before the lab's preflight of its board type passed
+    assert doctor == {"job": "lab-doctor", "artifacts": False,
+                      "parallel": {"matrix": [{"BOARD": "$[[ matrix.BOARD ]]"}]}}
+
+
+def test_the_lab_doctor_checks_each_board_type_from_its_labs_runner(jobs):
+    doctor, test = jobs["lab-doctor"], jobs["test"]
+    assert doctor["stage"] == "check" and doctor["needs"] == []
+    assert matrix(doctor) == {"BOARD": matrix(test)["BOARD"]}
+    assert doctor["tags"] == test["tags"] == ["lab-$BOARD"]
+    # it runs wherever the test job would, and nowhere else
+    assert doctor["rules"] == test["rules"]
+    [line] = script_lines(doctor)
+    argv = shlex.split(line)
+    assert argv[:3] == ["rtlab", "lab", "doctor"]
+    options = dict(zip(argv[3::2], argv[4::2], strict=True))
+    test_options = dict(zip(shlex.split(script_lines(test)[0])[2::2],
+                            shlex.split(script_lines(test)[0])[3::2], strict=False))
+    # the same lab the test job uses: its coordinator, environment and board tag
+    for option in ("--coordinator", "--env", "--boards"):
+        expected = test_options["--board" if option == "--boards" else option]
+        assert options[option] == expected, option
+    assert options["--json"] == "out/doctor/$BOARD.json"
+    assert doctor["artifacts"]["when"] == "always"
+    assert doctor["artifacts"]["paths"] == ["out/doctor/"]
 
 
 def test_test_jobs_reserve_and_release_the_board(jobs):
