@@ -12,6 +12,7 @@ from typing import Any
 
 import attr
 import numpy as np
+from scipy.special import bdtrc
 
 from rtlab.measure.cyclictest import nearest_rank
 from rtlab.verdict.histogram import Histogram
@@ -150,15 +151,13 @@ def compare(
     sizes = np.array([h.samples for h in runs], dtype=np.int64)
     total_size = int(sizes.sum())
 
-    cand_rep = _quantiles(rng.multinomial(cand.samples, probs_c, size=resamples),
-                          np.full(resamples, cand.samples), q, values)
+    cand_rep = resampled_quantiles(cand.samples, probs_c, q, values, resamples, rng)
     # the baseline's sampling noise: a bootstrap of all its samples together; its runs'
     # spread comes in below, as factors
     probs_merged = np.sum([probs * size for probs, size in zip(probs_runs, sizes,
                                                               strict=True)], axis=0)
-    base_rep = _quantiles(rng.multinomial(total_size, probs_merged / total_size,
-                                          size=resamples),
-                          np.full(resamples, total_size), q, values)
+    base_rep = resampled_quantiles(total_size, probs_merged / total_size, q, values,
+                                   resamples, rng)
 
     merged = Histogram.merged(runs)
     cand_q, base_q = cand.quantile(q), merged.quantile(q)
@@ -191,8 +190,7 @@ def compare(
             # the windows' own grid: their quantiles scatter further than the runs'
             window_values, probs_windows = _categories(windows, q)
             within_run = _between_run_variance(
-                windows, probs_windows, q, window_values, range_us, resamples, rng,
-                per_run=max(resamples // (4 * len(windows)), 200))[0] * share
+                windows, probs_windows, q, window_values, range_us, resamples, rng)[0] * share
     # the candidate is one more run, with an offset of its own, and a few windows vary
     # more than a whole run
     boards_spread = 0.0
@@ -200,8 +198,7 @@ def compare(
     if len(boards) >= 2:
         board_values, probs_boards = _categories(boards, q)
         boards_spread = _between_run_variance(
-            boards, probs_boards, q, board_values, range_us, resamples, rng,
-            per_run=max(resamples // (4 * len(boards)), 200))[1] / len(boards)
+            boards, probs_boards, q, board_values, range_us, resamples, rng)[1] / len(boards)
     if len(runs) < 2 and (windows or boards_spread):
         draws = rng.standard_normal((2, resamples))
     if len(runs) >= 2 or windows or boards_spread:
@@ -348,8 +345,7 @@ def _value(bucket: int | None, range_us: int) -> int:
 
 def _between_run_variance(runs: Sequence[Histogram], probs_runs: Sequence[np.ndarray],
                           q: Fraction, values: np.ndarray, range_us: int, resamples: int,
-                          rng: np.random.Generator,
-                          per_run: int | None = None) -> tuple[np.ndarray, float]:
+                          rng: np.random.Generator) -> tuple[np.ndarray, float]:
     """Draws of the variance of log(quantile) between runs beyond their sampling noise.
 
     Run-to-run effects (clock, cache and memory placement) scale a run's latencies, so
@@ -359,21 +355,55 @@ def _between_run_variance(runs: Sequence[Histogram], probs_runs: Sequence[np.nda
     often than alpha / 2 when N is small, so each replicate draws it from its fiducial
     distribution, ``(N-1) s^2 / chi2(N-1)``, which makes the interval a Student t one
     where the spread dominates. The runs' own sampling noise (the mean bootstrap
-    variance of their log quantile) is taken as known and subtracted. Also returns the
-    point estimate. ``per_run``: the resamples of each run's sampling noise (default a
-    quarter of ``resamples``; a run's many windows need fewer each for the same mean).
+    variance of their log quantile, computed exactly: :func:`quantile_distribution`) is
+    taken as known and subtracted. Also returns the point estimate.
     """
     logs = np.log(np.array([_value(h.quantile(q), range_us) for h in runs], dtype=float)
                   + 0.5)
-    count = per_run or max(resamples // 4, 100)
-    within = float(np.mean([
-        np.var(np.log(_quantiles(rng.multinomial(h.samples, probs, size=count),
-                                 np.full(count, h.samples), q, values) + 0.5))
-        for h, probs in zip(runs, probs_runs, strict=True)]))
+    within = float(np.mean([log_quantile_variance(h.samples, probs, q, values)
+                            for h, probs in zip(runs, probs_runs, strict=True)]))
     dof = len(runs) - 1
     variance = float(np.var(logs, ddof=1))
     total = dof * variance / rng.chisquare(dof, size=resamples)
     return np.maximum(total - within, 0.0), max(variance - within, 0.0)
+
+
+def quantile_distribution(samples: int, probs: np.ndarray, q: Fraction) -> np.ndarray:
+    """The bootstrap distribution of a histogram's nearest-rank ``q`` quantile, exactly:
+    the probability that a resample of ``samples`` wake-ups (multinomial over the
+    categories' ``probs``, in order of value) has its quantile in each category.
+
+    The quantile lies at or below category j exactly when at least rank(q) of the
+    resample fall in categories 0..j, a binomial count with the categories' cumulative
+    probability: so no resample need be drawn, and the distribution costs the same for
+    any number of wake-ups and of draws from it.
+    """
+    rank = nearest_rank(q, samples)
+    cumulative = np.minimum(np.cumsum(probs), 1.0)
+    cumulative[-1] = 1.0
+    # P(binomial count >= rank), rising with j; a rounding wiggle never makes it fall
+    at_or_below = np.maximum.accumulate(bdtrc(rank - 1, samples, cumulative))
+    return np.diff(at_or_below, prepend=0.0)
+
+
+def resampled_quantiles(samples: int, probs: np.ndarray, q: Fraction, values: np.ndarray,
+                        count: int, rng: np.random.Generator) -> np.ndarray:
+    """``count`` bootstrap replicates of the ``q`` quantile (µs), drawn from
+    :func:`quantile_distribution`: distributed exactly as the quantiles of ``count``
+    multinomial resamples, at the cost of ``count`` uniform draws."""
+    distribution = quantile_distribution(samples, probs, q)
+    cumulative = np.cumsum(distribution)
+    index = np.searchsorted(cumulative, rng.random(count) * cumulative[-1], side="right")
+    return values[np.minimum(index, len(values) - 1)].astype(float)
+
+
+def log_quantile_variance(samples: int, probs: np.ndarray, q: Fraction,
+                          values: np.ndarray) -> float:
+    """The bootstrap variance of log(quantile + 0.5 µs), exactly."""
+    distribution = quantile_distribution(samples, probs, q)
+    logs = np.log(values.astype(float) + 0.5)
+    mean = float(distribution @ logs)
+    return float(distribution @ (logs - mean) ** 2)
 
 
 def _categories(hists: Sequence[Histogram], q: Fraction) -> tuple[np.ndarray,
@@ -406,16 +436,6 @@ def _categories(hists: Sequence[Histogram], q: Fraction) -> tuple[np.ndarray,
     pooled = np.column_stack((counts[:, :low].sum(axis=1), counts[:, middle],
                               counts[:, high:].sum(axis=1)))
     return values, list(pooled / sizes[:, None])
-
-
-def _quantiles(resampled: np.ndarray, totals: np.ndarray, q: Fraction,
-               values: np.ndarray) -> np.ndarray:
-    """The nearest-rank quantile of each resampled histogram (one per row)."""
-    ranks = np.empty(totals.shape, dtype=np.int64)
-    for total in np.unique(totals):
-        ranks[totals == total] = nearest_rank(q, int(total))
-    index = (np.cumsum(resampled, axis=1) < ranks[:, None]).sum(axis=1)
-    return values[index].astype(float)
 
 
 def _longer(difference: float, tolerance: float, low: float, high: float,

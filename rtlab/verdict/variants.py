@@ -16,9 +16,10 @@ from rtlab.verdict.comparison import (
     MIN_WAKEUPS_BEYOND,
     _categories,
     _check_bootstrap,
-    _quantiles,
     _value,
+    log_quantile_variance,
     quantile_name,
+    resampled_quantiles,
 )
 from rtlab.verdict.histogram import Histogram
 
@@ -138,8 +139,7 @@ def compare_variants(
     probs_a, probs_b, *probs_runs = categories
 
     def bootstrap(hist: Histogram, probs: np.ndarray, count: int) -> np.ndarray:
-        return _quantiles(rng.multinomial(hist.samples, probs, size=count),
-                          np.full(count, hist.samples), q, values)
+        return resampled_quantiles(hist.samples, probs, q, values, count, rng)
 
     rep_a, rep_b = bootstrap(merged_a, probs_a, resamples), bootstrap(merged_b, probs_b,
                                                                       resamples)
@@ -151,8 +151,7 @@ def compare_variants(
         logs = [np.log(np.array([_value(h.quantile(q), range_us) for h in runs], float) + 0.5)
                 for runs in (runs_a, runs_b)]
         pooled = sum(float(np.sum((x - x.mean()) ** 2)) for x in logs) / dof
-        count = max(resamples // 4, 100)
-        within = float(np.mean([np.var(np.log(bootstrap(h, probs, count) + 0.5))
+        within = float(np.mean([log_quantile_variance(h.samples, probs, q, values)
                                 for h, probs in zip((*runs_a, *runs_b), probs_runs,
                                                     strict=True)]))
         between = np.maximum(dof * pooled / rng.chisquare(dof, size=resamples) - within, 0.0)
