@@ -209,16 +209,20 @@ def newest_ids(session: Session, *, boards: Sequence[str] | None = None,
     index (``ix_cases_series``) until it has enough: a store's size does not matter, only
     the series' count."""
     if pipeline_id is not None:
-        rank = func.row_number().over(
-            partition_by=(Case.board, Case.flavour, Case.scenario, Case.interval_us),
-            order_by=(Case.started.desc(), Case.id.desc())).label("rank")
-        ranked = _filtered(select(Case.id.label("id"), rank), boards=boards,
-                           flavours=flavours, ref=ref, pipeline_id=pipeline_id,
-                           verdicts=verdicts)
+        # found along the pipeline's runs, ranked here: with the boards in the query, a
+        # planner without statistics walks a board's every case instead
+        query = _filtered(select(Case.id, Case.board, Case.flavour, Case.scenario,
+                                 Case.interval_us, Case.started), flavours=flavours,
+                          ref=ref, pipeline_id=pipeline_id, verdicts=verdicts)
         if kinds is not None:
-            ranked = ranked.where(Case.kind.in_(list(kinds)))
-        inner = ranked.subquery()
-        return list(session.scalars(select(inner.c.id).where(inner.c.rank <= per_series)))
+            query = query.where(Case.kind.in_(list(kinds)))
+        newest: dict[tuple[Any, ...], list[tuple[Any, int]]] = {}
+        for case_id, board, flavour, scenario, interval_us, started in session.execute(query):
+            if not boards or board in boards:
+                newest.setdefault((board, flavour, scenario, interval_us), []).append(
+                    (started, case_id))
+        return [case_id for cases in newest.values()
+                for _, case_id in sorted(cases, reverse=True)[:per_series]]
     every = _filtered(select(Case.board, Case.flavour, Case.scenario, Case.interval_us)
                       .distinct(), boards=boards, flavours=flavours)
     found: list[int] = []
@@ -331,7 +335,7 @@ def _filtered(query: Select, *, boards: Sequence[str] | None = None,
               pipeline_id: str | None = None, verdicts: Sequence[str] | None = None,
               since: datetime.datetime | None = None) -> Select:
     """``query`` (over cases) narrowed; the run is joined where a filter needs it."""
-    if ref is not None or pipeline_id is not None:
+    if ref is not None:
         query = query.join(Run, Case.run_id == Run.id)
     if boards:
         query = query.where(Case.board.in_(list(boards)))
@@ -340,7 +344,10 @@ def _filtered(query: Select, *, boards: Sequence[str] | None = None,
     if ref is not None:
         query = query.where(Run.ref_name == ref)
     if pipeline_id is not None:
-        query = query.where(Run.pipeline_id == pipeline_id)
+        # a pipeline's few runs along their index, then their cases along the run's: a
+        # join would let the planner walk a board's every case first
+        query = query.where(Case.run_id.in_(select(Run.id).where(
+            Run.pipeline_id == pipeline_id).scalar_subquery()))
     if verdicts is not None:
         query = query.where(Case.verdict.in_(list(verdicts)))
     if since is not None:
