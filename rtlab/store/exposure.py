@@ -308,19 +308,25 @@ def kernel_exposure(session: Session, *, boards: Sequence[str] | None = None,
     kernel × board × scenario × interval, in the database: one row per kernel, board,
     load and flavour comes back (a run has one flavour, so adding its flavours' distinct
     runs counts none twice); the confidence as the module says, from ``thresholds``."""
-    cases = _cases(boards, flavours).subquery("exposure_cases")
-    c = cases.c
-    kernel_columns = [c[field] for field in KERNEL_FIELDS]
-    key = (*kernel_columns, c.board, c.scenario, c.interval_us, c.flavour, c.judged_as,
-           c.measured, c.limited)
+    # grouped in the order of ix_cases_exposure, which holds every column read: the
+    # database reads that index alone (a board's part of it as one range) and sorts
+    # nothing. A verdict and a limit are groups of their own, folded below; a run whose
+    # retried case passed once and failed once counts in both (runs are shown, never
+    # judged by)
+    key = (Case.board, Case.kind, *(KERNEL_COLUMN[field] for field in KERNEL_FIELDS),
+           Case.scenario, Case.interval_us, Case.flavour, Case.judged_as, Case.verdict,
+           Case.limit_max_us)
     groups = select(
-        *key, func.count(c.case_id), func.count(distinct(c.run_id)),
-        func.count(distinct(c.pipeline_id)), func.coalesce(func.sum(c.duration_s), 0),
-        func.sum(case((c.duration_s.is_(None), 1), else_=0)),
-        func.coalesce(func.sum(c.wakeups), 0), func.min(c.started), func.max(c.started),
-        func.min(c.limit_us), func.max(c.limit_us),
-        func.sum(case((c.verdict == "error", 1), else_=0)),
-    ).group_by(*key)
+        *key, func.count(Case.id), func.count(distinct(Case.run_id)),
+        func.count(distinct(Case.pipeline_id)), func.coalesce(func.sum(Case.duration_s), 0),
+        func.sum(case((Case.duration_s.is_(None), 1), else_=0)),
+        func.coalesce(func.sum(Case.wakeups), 0), func.min(Case.started),
+        func.max(Case.started)).group_by(*key)
+    # the kind is taken below: filtered here, SQLite sorts what the index already orders
+    if boards:
+        groups = groups.where(Case.board.in_(list(boards)))
+    if flavours:
+        groups = groups.where(Case.flavour.in_(list(flavours)))
 
     pools: dict[GroupKey, _Pool] = {}
     # a store holds few kernels and many cases of each
@@ -328,26 +334,29 @@ def kernel_exposure(session: Session, *, boards: Sequence[str] | None = None,
     unidentified: set[tuple[Any, ...]] = set()
     unidentified_count = errors = skipped = without_limit = 0
     unidentified_seconds = 0.0
-    for (source, sha256, package, version, board, scenario, interval_us, flavour, judged_as,
-         measured, limited, count, runs, pipelines, seconds, without_duration, wakeups,
-         first, last, low, high, error_count) in session.execute(groups):
+    for (board, kind, source, sha256, package, version, scenario, interval_us, flavour,
+         judged_as, verdict, limit_us, count, runs, pipelines, seconds, without_duration,
+         wakeups, first, last) in session.execute(groups):
+        if kind != KIND:
+            continue
         fields = (source, sha256, package, version)
         if fields not in kernels:
             kernels[fields] = kernel_id_of(*fields)
         kernel = kernels[fields]
-        if not measured:
-            errors += int(error_count or 0)
-            skipped += int(count) - int(error_count or 0)
+        if verdict not in MEASURED:
+            error_count = int(count) if verdict == "error" else 0
+            errors += error_count
+            skipped += int(count) - error_count
             if kernel is not None:
                 pools.setdefault((kernel, board, scenario, interval_us), _Pool()).errors += \
-                    int(error_count or 0)
+                    error_count
             continue
         if kernel is None:
             unidentified.add(fields)
             unidentified_count += int(count)
             unidentified_seconds += float(seconds or 0)
             continue
-        if not limited:
+        if limit_us is None:
             without_limit += int(count)
             continue
         pool = pools.setdefault((kernel, board, scenario, interval_us), _Pool())
@@ -359,7 +368,7 @@ def kernel_exposure(session: Session, *, boards: Sequence[str] | None = None,
         pool.seconds += float(seconds or 0)
         pool.without_duration += int(without_duration or 0)
         pool.wakeups += int(wakeups or 0)
-        pool.limits.update((float(low), float(high)))
+        pool.limits.add(float(limit_us))
         # as stored (SQLite's are naive): made UTC once per group, below
         pool.first = first if pool.first is None else min(pool.first, first)
         pool.last = last if pool.last is None else max(pool.last, last)
@@ -376,8 +385,12 @@ def kernel_exposure(session: Session, *, boards: Sequence[str] | None = None,
                                      .scalar_subquery()),
                _judged_cpu(), CpuResult.samples > 0,
                or_(CpuResult.max_us.is_(None), CpuResult.max_us > Case.limit_max_us)),
-        boards, flavours)
+        # the boards are taken here: in the query, they would lead the planner along a
+        # board's every case instead of the few suspects
+        None, flavours)
     for cpu, limit_us, *fields, board, scenario, interval_us in session.execute(suspects):
+        if boards and board not in boards:
+            continue
         kernel = kernel_id_of(*fields)
         found = pools.get((kernel, board, scenario, interval_us)) if kernel else None
         if found is None:

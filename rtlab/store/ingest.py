@@ -417,6 +417,7 @@ def _case(typed: ResultRecord, run: Run) -> Case:
     limits = [limit.value for limit in case.limits if limit.metric == "max_us"]
     case.limit_max_us = max(limits) if limits else None
     case.cpus_over_limit = over_limit(case.cpus, case.limit_max_us)
+    case.pipeline_id, case.judged_as = run.pipeline_id, run.thresholds_flavour
     return case
 
 

@@ -94,6 +94,11 @@ class Case(Base):
               "kind", "verdict"),
         # the few cases whose CPUs may have exceeded max_us (the exposure reads those)
         Index("ix_cases_over_limit", "cpus_over_limit"),
+        # everything a kernel's exposure pools, in its groups' order (revision 0007)
+        Index("ix_cases_exposure", "board", "kind", "kernel_source", "kernel_sha256",
+              "kernel_package", "kernel_version", "scenario", "interval_us", "flavour",
+              "judged_as", "verdict", "limit_max_us", "run_id", "pipeline_id", "wakeups",
+              "duration_s", "started"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -142,6 +147,9 @@ class Case(Base):
     # judged CPUs whose maximum passed limit_max_us or is unknown: the only ones whose
     # histogram the exposure reads
     cpus_over_limit: Mapped[int | None] = mapped_column(Integer)
+    # the run's, repeated so that a kernel's exposure is read from one index
+    pipeline_id: Mapped[str | None] = mapped_column(String(50))
+    judged_as: Mapped[str | None] = mapped_column(String(100))
 
     run: Mapped[Run] = relationship(back_populates="cases")
     cpus: Mapped[list["CpuResult"]] = relationship(back_populates="case",

@@ -367,6 +367,41 @@ def test_the_tail_summaries_are_kept_at_ingest_and_made_for_a_store_from_before(
         store.close()
 
 
+KEPT_AT_INGEST = (Case.worst_max_us, Case.worst_avg_us, Case.worst_p99_9_us,
+                  Case.p99_9_past_range, Case.range_us, Case.overflows, Case.wakeups,
+                  Case.kernel_source, Case.kernel_sha256, Case.kernel_package,
+                  Case.kernel_version, Case.limit_max_us, Case.cpus_over_limit,
+                  Case.pipeline_id, Case.judged_as)
+
+
+def test_what_ingest_keeps_on_a_case_is_what_the_migrations_backfill(results_db_url,
+                                                                      tmp_path):
+    """The figures, kernel, limit (revision 0006), pipeline and judging flavour (0007)
+    a case keeps at ingest are what a store from before those revisions gets when it is
+    opened: the exposure and trends read them, never the records."""
+    copy_records(tmp_path, ci={"CI_PIPELINE_ID": "4242", "CI_JOB_ID": "77"},
+                 thresholds_flavour="rt")
+    store = open_store(results_db_url)
+    try:
+        ingest_folder(store, tmp_path)
+        columns = (Case.id, *KEPT_AT_INGEST)
+        with store.session() as session:
+            at_ingest = sorted(session.execute(select(*columns)).all())
+            runs = {case.id: (case.run.pipeline_id, case.run.thresholds_flavour)
+                    for case in session.scalars(select(Case))}
+        assert {(row.pipeline_id, row.judged_as) for row in at_ingest} == {("4242", "rt")}
+        assert any(row.worst_max_us is not None and row.kernel_version is not None
+                   for row in at_ingest)
+        assert {row.id: (row.pipeline_id, row.judged_as) for row in at_ingest} == runs
+        for revision in ("0006", "0005"):
+            migrate.downgrade(store.engine, revision)
+            migrate.upgrade(store.engine)
+            with store.session() as session:
+                assert sorted(session.execute(select(*columns)).all()) == at_ingest
+    finally:
+        store.close()
+
+
 def test_cli_ingest(results_db_url, tmp_path, capsys):
     assert cli.main(["results", "ingest", str(RECORDS), "--db", results_db_url]) == 0
     assert capsys.readouterr().out == (f"{RECORDS}: 4 case(s) added, 0 already stored, "
