@@ -9,18 +9,26 @@ report and prints the wall time of each step. The figure is the report's own wor
 imports (matplotlib, scipy) are timed apart, since a long-lived process pays them once.
 
     .venv/bin/python bench/report_speed.py [--runs 10000] [--seed 1] [--keep DIR]
+    .venv/bin/python bench/report_speed.py --postgresql [--copy-from DIR/results.db]
+
+``--postgresql`` puts the store in a private PostgreSQL server (Debian's binaries, as
+the store's tests run one: tests/pg.py), built there, or copied row by row from a store
+kept earlier (``--keep``) so that both databases hold the same runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import hashlib
 import os
 import shutil
+import sys
 import tempfile
 import time
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -136,7 +144,9 @@ def build_store(url: str, runs: int, seed: int) -> dict[str, int]:
                 "record": {"synthetic": True, "image": {"kernel": kernel}},
                 "tail_samples": None, "tail_first": None, "tail_counts": None,
                 **worst_figures([]), **kernel_fields({"image": {"kernel": kernel}}),
-                "limit_max_us": limit.value, "cpus_over_limit": 0})
+                "limit_max_us": limit.value, "cpus_over_limit": 0,
+                # the run's, as ingest repeats them on the case
+                "pipeline_id": str(100_000 + run_id), "judged_as": None})
             limit_rows.append({"case_id": case_id, "metric": "max_us",
                                "value": limit.value, "source": limit.source})
             if verdict == "error":
@@ -191,6 +201,70 @@ def build_store(url: str, runs: int, seed: int) -> dict[str, int]:
     return {"runs": len(run_rows), "cases": len(case_rows), "cpu rows": len(cpu_rows)}
 
 
+def copy_store(source: str, target: str) -> dict[str, int]:
+    """Every row of the store at ``source`` into the (new) store at ``target``, table by
+    table in the order their foreign keys need, a page at a time."""
+    from sqlalchemy import func, insert, select
+
+    from rtlab.store import open_store
+    from rtlab.store.models import Base
+
+    source_store, target_store = open_store(source), open_store(target)
+    copied = {}
+    try:
+        with source_store.engine.connect() as reading, target_store.engine.begin() as writing:
+            for table in Base.metadata.sorted_tables:
+                if table.name == "alembic_version":
+                    continue
+                copied[table.name] = 0
+                last = None
+                key = list(table.primary_key.columns)[0]
+                while True:
+                    page = select(table).order_by(key).limit(20_000)
+                    if last is not None:
+                        page = page.where(key > last)
+                    rows = [dict(row._mapping) for row in reading.execute(page)]
+                    if not rows:
+                        break
+                    writing.execute(insert(table), rows)
+                    copied[table.name] += len(rows)
+                    last = rows[-1][key.name]
+                if table.name in ("runs", "cases", "cpu_results", "case_thresholds",
+                                  "change_points") and copied[table.name]:
+                    # the copied ids came with the rows: the sequence goes on after them
+                    top = writing.execute(select(func.max(key))).scalar()
+                    writing.exec_driver_sql(
+                        f"SELECT setval(pg_get_serial_sequence('{table.name}', "
+                        f"'{key.name}'), {int(top)})")
+    finally:
+        source_store.close()
+        target_store.close()
+    return copied
+
+
+@contextlib.contextmanager
+def private_postgresql() -> Iterator[str]:
+    """A throw-away PostgreSQL server on loopback, as the store's tests run one; its
+    database's URL."""
+    import pwd
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.pg import PostgresServer, server_bin
+
+    base = Path(tempfile.mkdtemp(prefix="rtlab-bench-pg-"))
+    as_user: list[str] = []
+    if os.geteuid() == 0:
+        owner = pwd.getpwnam("postgres")
+        os.chown(base, owner.pw_uid, owner.pw_gid)
+        as_user = ["runuser", "-u", "postgres", "--"]
+    server = PostgresServer(server_bin(), base, as_user)
+    server.start()
+    try:
+        yield server.url()
+    finally:
+        server.stop()
+
+
 def _cpu_seconds() -> float:
     """CPU time of this process and of its finished children (the report's workers): on
     a busy machine the wall time says more about the neighbours than about the report."""
@@ -203,7 +277,14 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--keep", help="build the store and reports in DIR and keep them")
+    parser.add_argument("--postgresql", action="store_true",
+                        help="the store in a private PostgreSQL server (tests/pg.py)")
+    parser.add_argument("--copy-from", metavar="FILE",
+                        help="--postgresql: copy this SQLite store (kept with --keep) "
+                             "instead of building one")
     args = parser.parse_args()
+    if args.copy_from and not args.postgresql:
+        parser.error("--copy-from copies into --postgresql's server")
 
     began = time.perf_counter()
     import matplotlib
@@ -213,25 +294,54 @@ def main() -> None:
     import scipy.optimize  # noqa: F401
     import scipy.stats  # noqa: F401
 
-    from rtlab.report.build import write_report
-    from rtlab.report.changes import find
-    from rtlab.report.pool import cores
-    from rtlab.report.selection import Selection
-    from rtlab.store import open_store
+    # the report's own modules, timed here and used by _measure
+    import rtlab.report.build  # noqa: F401
+    import rtlab.report.changes  # noqa: F401
+    import rtlab.store  # noqa: F401
     imports = time.perf_counter() - began
 
     folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="rtlab-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
     database = folder / "results.db"
-    database.unlink(missing_ok=True)
-    url = f"sqlite:///{database}"
+    with contextlib.ExitStack() as stack:
+        if args.postgresql:
+            url = stack.enter_context(private_postgresql())
+        else:
+            database.unlink(missing_ok=True)
+            url = f"sqlite:///{database}"
+        _measure(args, url, folder, database, imports)
+
+
+def _measure(args: argparse.Namespace, url: str, folder: Path, database: Path,
+             imports: float) -> None:
+    from rtlab.report.build import write_report
+    from rtlab.report.changes import find
+    from rtlab.report.pool import cores
+    from rtlab.report.selection import Selection
+    from rtlab.store import open_store
+
     try:
         began = time.perf_counter()
-        counts = build_store(url, args.runs, args.seed)
+        if args.copy_from:
+            copied = copy_store(f"sqlite:///{Path(args.copy_from).resolve()}", url)
+            counts = {"runs": copied["runs"], "cases": copied["cases"],
+                      "cpu rows": copied["cpu_results"]}
+        else:
+            counts = build_store(url, args.runs, args.seed)
+        if args.postgresql:
+            # a lab's server has its planner statistics (autovacuum); a bulk load not yet
+            from sqlalchemy import create_engine
+
+            engine = create_engine(url, isolation_level="AUTOCOMMIT")
+            with engine.connect() as connection:
+                connection.exec_driver_sql("VACUUM ANALYZE")
+            engine.dispose()
         built = time.perf_counter() - began
+        where = ("PostgreSQL" if args.postgresql
+                 else f"SQLite, {database.stat().st_size / 1e6:.0f} MB")
         print(f"store: {counts['runs']} runs, {counts['cases']} cases, "
-              f"{counts['cpu rows']} CPU rows, {database.stat().st_size / 1e6:.0f} MB; "
-              f"built in {built:.1f} s")
+              f"{counts['cpu rows']} CPU rows ({where}); "
+              f"{'copied' if args.copy_from else 'built'} in {built:.1f} s")
         print(f"imports (matplotlib, scipy, rtlab.report): {imports:.2f} s, paid once per "
               "process")
         store = open_store(url)
