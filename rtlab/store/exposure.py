@@ -301,18 +301,15 @@ def _cases(boards: Sequence[str] | None, flavours: Sequence[str] | None) -> Sele
     ).join(Run, Case.run_id == Run.id), boards, flavours)
 
 
-def kernel_exposure(session: Session, *, boards: Sequence[str] | None = None,
-                    flavours: Sequence[str] | None = None,
-                    thresholds: Thresholds | None = None) -> Exposure:
-    """Every stored cyclictest case (of ``boards`` and ``flavours`` when given), pooled per
-    kernel × board × scenario × interval, in the database: one row per kernel, board,
-    load and flavour comes back (a run has one flavour, so adding its flavours' distinct
-    runs counts none twice); the confidence as the module says, from ``thresholds``."""
-    # grouped in the order of ix_cases_exposure, which holds every column read: the
-    # database reads that index alone (a board's part of it as one range) and sorts
-    # nothing. A verdict and a limit are groups of their own, folded below; a run whose
-    # retried case passed once and failed once counts in both (runs are shown, never
-    # judged by)
+def exposure_groups(boards: Sequence[str] | None = None,
+                    flavours: Sequence[str] | None = None) -> Select:
+    """Every case counted per kernel, board, load, flavour, verdict and limit.
+
+    Grouped in the order of ix_cases_exposure, which holds every column read: the
+    database reads that index alone (a board's part of it as one range) and sorts
+    nothing (tests/unit/test_exposure.py reads SQLite's plan). A verdict and a limit are
+    groups of their own, folded by the caller; a run whose retried case passed once and
+    failed once counts in both (runs are shown, never judged by)."""
     key = (Case.board, Case.kind, *(KERNEL_COLUMN[field] for field in KERNEL_FIELDS),
            Case.scenario, Case.interval_us, Case.flavour, Case.judged_as, Case.verdict,
            Case.limit_max_us)
@@ -323,11 +320,22 @@ def kernel_exposure(session: Session, *, boards: Sequence[str] | None = None,
         func.sum(case((Case.duration_s.is_(None), 1), else_=0)),
         func.coalesce(func.sum(Case.wakeups), 0), func.min(Case.started),
         func.max(Case.started)).group_by(*key)
-    # the kind is taken below: filtered here, SQLite sorts what the index already orders
+    # the kind is taken by the caller: filtered here, SQLite sorts what the index orders
     if boards:
         groups = groups.where(Case.board.in_(list(boards)))
     if flavours:
         groups = groups.where(Case.flavour.in_(list(flavours)))
+    return groups
+
+
+def kernel_exposure(session: Session, *, boards: Sequence[str] | None = None,
+                    flavours: Sequence[str] | None = None,
+                    thresholds: Thresholds | None = None) -> Exposure:
+    """Every stored cyclictest case (of ``boards`` and ``flavours`` when given), pooled per
+    kernel × board × scenario × interval, in the database: one row per kernel, board,
+    load and flavour comes back (a run has one flavour, so adding its flavours' distinct
+    runs counts none twice); the confidence as the module says, from ``thresholds``."""
+    groups = exposure_groups(boards, flavours)
 
     pools: dict[GroupKey, _Pool] = {}
     # a store holds few kernels and many cases of each
