@@ -3,7 +3,7 @@ file asks of a place (the physical rack's USB-SD-Mux, an SDWire instead), resour
 missing, unavailable or behind a gone exporter, tags, tools on a remote exporter host,
 the results database (absent, unreachable, old, newer), the gate's limits, the
 pipeline's variables, and the output (text, JSON, exit code). The virtual rack's run:
-tests/integration/test_doctor.py."""
+tests/integration/test_lab_doctor_rack.py."""
 
 import json
 import subprocess
