@@ -44,7 +44,10 @@ JUDGED = ("thresholds", "statistics", "pipeline_cases", "case_confidence", "base
           "comparison", "broke", "judged", "verdict", "message")
 
 
-def test_every_door_judges_the_same_window_alike_with_the_pipelines_case_count(tmp_path):
+def _through_every_door(tmp_path, bases, before_judging=None):
+    """The job's window judged through the one-board, LAVA and pooled doors against a
+    store of ``bases`` earlier runs (``before_judging(url)`` may change the store first):
+    each door's record of the case, the one board's folder and the window."""
     job_text = (DATA / "qemu-imx6q-rt-job.yaml").read_text()
     plan = plan_of_job(job_text, "job")
     log_text = (DATA / "qemu-imx6q-rt-lava-run.log").read_text()
@@ -55,14 +58,16 @@ def test_every_door_judges_the_same_window_alike_with_the_pipelines_case_count(t
     cases = pipeline_case_count(len(latency), JOBS)
     assert cases == 16
 
-    # the results store: three earlier runs of the series on the stand-in boards, two boots
-    for index, place in enumerate(("base1", "base2", "base3")):
+    # the results store: earlier runs of the series on the stand-in boards, two boots
+    for index, place in enumerate(bases):
         _, folder = run_board(tmp_path, place,
                               {name: Behaviour(json=window if name == CASE else None,
                                                seed=index) for name in latency},
                               board="qemu-imx6q", thresholds=THRESHOLDS,
                               duration_s=plan.duration_s)
         url = ingested(folder / "results", tmp_path / "store.db")
+    if before_judging is not None:
+        before_judging(url)
 
     # the one-board door: the suite on a stand-in board answering with the job's window
     boards, folder = run_board(tmp_path, "q1",
@@ -99,6 +104,13 @@ def test_every_door_judges_the_same_window_alike_with_the_pipelines_case_count(t
                                        baseline_ref="", pipeline_jobs=JOBS),
                        cases=cases)
 
+    return on_board, lava, pooled, folder, window
+
+
+def test_every_door_judges_the_same_window_alike_with_the_pipelines_case_count(tmp_path):
+    on_board, lava, pooled, folder, window = _through_every_door(
+        tmp_path, ("base1", "base2", "base3"))
+
     # the case was compared, at the pipeline's confidence, on every door
     assert on_board["baseline"]["eligible"] and on_board["baseline"]["runs"] == 3
     assert on_board["comparison"] is not None
@@ -121,3 +133,48 @@ def test_every_door_judges_the_same_window_alike_with_the_pipelines_case_count(t
                                 for cpu in parse_json(window, "w").cpus)
     assert histogram is not None and histogram.samples == expected.samples
     assert (histogram.counts == expected.counts).all()
+
+
+def test_an_accepted_change_point_bounds_every_doors_baseline(tmp_path):
+    """A change point of the series accepted in the store (rtlab report --accept-change):
+    every door's baseline starts after it, so each takes the same three of the four
+    earlier runs and judges alike."""
+    from sqlalchemy import select
+
+    from rtlab.store import open_store
+    from rtlab.store.changes import accept_change
+    from rtlab.store.models import Case, ChangePoint
+
+    def accept(url: str) -> None:
+        store = open_store(url)
+        try:
+            with store.session() as session:
+                series = list(session.scalars(select(Case).where(
+                    Case.scenario == "cpu50", Case.interval_us == 1000)
+                    .order_by(Case.started)))
+                assert len(series) == 4
+                before, after = series[0], series[1]
+                row = ChangePoint(
+                    board=after.board, flavour=after.flavour, scenario="cpu50",
+                    interval_us=1000, ref_name=after.run.ref_name or "",
+                    last_before_case=before.id, first_after_case=after.id,
+                    good_commit=None, bad_commit=None, first_after_started=after.started,
+                    direction="regression", quantile=0.999, before_us=100.0,
+                    after_us=130.0, ci_low_us=20.0, ci_high_us=40.0, p_value=0.001,
+                    steps=1, found_at=after.started)
+                session.add(row)
+                session.flush()
+                accept_change(session, row.id, "!7 merged: the new normal")
+        finally:
+            store.close()
+
+    on_board, lava, pooled, _, _ = _through_every_door(
+        tmp_path, ("base1", "base2", "base3", "base4"), before_judging=accept)
+    # three runs, from three boots: the first run, before the change point, is not one
+    assert on_board["baseline"]["eligible"] and on_board["baseline"]["runs"] == 3
+    assert on_board["baseline"]["considered"] == 3
+    assert on_board["comparison"] is not None
+    for key in JUDGED:
+        assert lava[key] == on_board[key], key
+        if key not in ("message", "judged"):
+            assert pooled[key] == on_board[key], key
