@@ -12,7 +12,7 @@ from typing import Any
 
 import attr
 import numpy as np
-from scipy.special import bdtrc
+from scipy.special import betainc
 
 from rtlab.measure.cyclictest import nearest_rank
 from rtlab.verdict.histogram import Histogram
@@ -378,11 +378,19 @@ def quantile_distribution(samples: int, probs: np.ndarray, q: Fraction) -> np.nd
     probability: so no resample need be drawn, and the distribution costs the same for
     any number of wake-ups and of draws from it.
     """
+    samples = int(samples)
     rank = nearest_rank(q, samples)
-    cumulative = np.minimum(np.cumsum(probs), 1.0)
+    cumulative = np.clip(np.cumsum(probs), 0.0, 1.0)
     cumulative[-1] = 1.0
-    # P(binomial count >= rank), rising with j; a rounding wiggle never makes it fall
-    at_or_below = np.maximum.accumulate(bdtrc(rank - 1, samples, cumulative))
+    # P(binomial count >= rank) is the regularised incomplete beta function, in floats
+    # that hold any count (scipy's bdtrc gives NaN past 2^31 wake-ups: a pooled
+    # baseline of 20 four-board hours has 3e9); rising with j, a rounding wiggle never
+    # makes it fall
+    at_or_below = np.maximum.accumulate(betainc(float(rank), float(samples - rank + 1),
+                                                cumulative))
+    if not np.isfinite(at_or_below).all():
+        raise ValueError(f"no bootstrap distribution of the {float(q)} quantile of "
+                         f"{samples} wake-ups")
     return np.diff(at_or_below, prepend=0.0)
 
 

@@ -95,3 +95,27 @@ def test_a_histogram_whose_quantile_cannot_move():
     assert values[np.argmax(exact)] == 2 and exact.max() == pytest.approx(1.0)
     assert log_quantile_variance(hist.samples, probs, Fraction(999, 1000), values) == \
         pytest.approx(0.0, abs=1e-12)
+
+
+def test_a_pooled_baseline_of_billions_of_wake_ups():
+    """Twenty four-board hours at 100 µs pool 3e9 wake-ups, past the 2^31 where scipy's
+    binomial tail gives NaN: the distribution is still the bootstrap's (it was NaN, and
+    every replicate the range's top, which hid regressions from the gate)."""
+    rng = np.random.default_rng(3)
+    buckets = np.arange(RANGE)
+    probs = np.exp(-((buckets - 20) / 4.0) ** 2) + 3e-3 * np.exp(-(buckets - 20) / 8.0) * (
+        buckets >= 20)
+    samples = 20 * 144_000_000
+    hist = Histogram(rng.multinomial(samples, probs / probs.sum()).astype(np.int64), 0)
+    assert hist.samples > 2**31
+    quantile = Fraction(999, 1000)
+    values, (category_probs,) = _categories([hist], quantile)
+    exact = quantile_distribution(hist.samples, category_probs, quantile)
+    assert np.isfinite(exact).all() and exact.sum() == pytest.approx(1.0, abs=1e-9)
+    index = _brute_force(hist, category_probs, quantile, values, rng)
+    observed = np.bincount(index, minlength=len(values)) / DRAWS
+    tolerance = 5 * np.sqrt(exact * (1 - exact) / DRAWS) + 1 / DRAWS
+    assert np.all(np.abs(observed - exact) <= tolerance), (observed, exact)
+    drawn = resampled_quantiles(hist.samples, category_probs, quantile, values, DRAWS, rng)
+    # the replicates sit at the histogram's own quantile, not at the range's top
+    assert abs(float(np.median(drawn)) - hist.quantile(quantile)) <= 1
