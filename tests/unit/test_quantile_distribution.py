@@ -117,5 +117,5 @@ def test_a_pooled_baseline_of_billions_of_wake_ups():
     tolerance = 5 * np.sqrt(exact * (1 - exact) / DRAWS) + 1 / DRAWS
     assert np.all(np.abs(observed - exact) <= tolerance), (observed, exact)
     drawn = resampled_quantiles(hist.samples, category_probs, quantile, values, DRAWS, rng)
-    # the replicates sit at the histogram's own quantile, not at the range's top
+    # the replicates sit at the histogram's own quantile, not at the top of its band
     assert abs(float(np.median(drawn)) - hist.quantile(quantile)) <= 1
