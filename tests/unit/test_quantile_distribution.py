@@ -100,7 +100,8 @@ def test_a_histogram_whose_quantile_cannot_move():
 def test_a_pooled_baseline_of_billions_of_wake_ups():
     """Twenty four-board hours at 100 µs pool 3e9 wake-ups, past the 2^31 where scipy's
     binomial tail gives NaN: the distribution is still the bootstrap's (it was NaN, and
-    every replicate the range's top, which hid regressions from the gate)."""
+    every replicate the top of the quantile's band, which hid regressions from the
+    gate)."""
     rng = np.random.default_rng(3)
     buckets = np.arange(RANGE)
     probs = np.exp(-((buckets - 20) / 4.0) ** 2) + 3e-3 * np.exp(-(buckets - 20) / 8.0) * (
