@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from rtlab.vlab.gitlab import StandInGitLab
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-STAGES = ("check", "build", "image", "test", "report", "tune")
+STAGES = ("check", "preflight", "build", "image", "test", "report", "tune")
 GIT_IDENTITY = ("-c", "user.name=rtlab pipeline", "-c", "user.email=pipeline@rtlab.invalid")
 
 

@@ -226,7 +226,7 @@ def test_a_change_that_keeps_preempt_rt_passes_on_both_boards(vlab, clone, rack_
     failed = {n: j.status for n, j in result.jobs.items() if j.status != "PASS"}
     assert result.exit_code == 0 and not failed, (failed, result.output[-6000:])
     stages = [stage for stage, *_ in result.stage_times()]
-    assert stages == ["check", "build", "image", "test", "report"]
+    assert stages == ["check", "preflight", "build", "image", "test", "report"]
     for board in ("imx6q", "rpi3"):
         for flavour in ("std", "rt"):
             name, verdict, message = only_case(clone, board, flavour)

@@ -103,11 +103,11 @@ def test_the_schema_check_catches_a_broken_pipeline(tmp_path):
 
 
 def test_stages_in_order(pipeline, jobs):
-    assert pipeline["stages"] == ["check", "build", "image", "test", "report", "tune",
-                                  "bisect"]
+    assert pipeline["stages"] == ["check", "preflight", "build", "image", "test", "report",
+                                  "tune", "bisect"]
     assert {job["stage"] for job in jobs.values()} == set(pipeline["stages"])
     assert {job["stage"] for name, job in jobs.items() if name.startswith(CAMPAIGN)} == \
-        set(pipeline["stages"]) - {"check", "tune", "bisect"}
+        set(pipeline["stages"]) - {"check", "preflight", "tune", "bisect"}
 
 
 def test_check_stage_lints_and_validates(jobs):
@@ -173,7 +173,7 @@ def test_test_jobs_run_on_the_lab_runner_one_per_board_at_a_time(jobs):
 
 def test_the_lab_doctor_checks_each_board_type_from_its_labs_runner(jobs):
     doctor, test = jobs["lab-doctor"], jobs["test"]
-    assert doctor["stage"] == "check" and doctor["needs"] == []
+    assert doctor["stage"] == "preflight" and doctor["needs"] == []
     assert matrix(doctor) == {"BOARD": matrix(test)["BOARD"]}
     assert doctor["tags"] == test["tags"] == ["lab-$BOARD"]
     # it runs wherever the test job would, and nowhere else
