@@ -15,11 +15,11 @@ from pathlib import Path
 import attr
 
 from rtlab.lab import preflight
-from rtlab.measure.suite import SuiteFileError, load_suite
+from rtlab.measure.suite import Suite, SuiteFileError, load_suite
 from rtlab.platform.boards import FLAVOURS
 from rtlab.util import paths
 from rtlab.util.findings import Finding, error, ok, warning
-from rtlab.verdict.thresholds import ThresholdsError, load_thresholds
+from rtlab.verdict.thresholds import ThresholdsError, coverage, load_thresholds
 
 DEFAULT_COORDINATOR = "127.0.0.1:20408"
 # the tokens of the scheduled jobs: each masked, protected and scoped to its job's
@@ -154,13 +154,13 @@ def database_findings(url: str | None) -> list[Finding]:
                   f"rtlab results migrate --db {shown} (back it up first)")]
 
 
-def gate_findings(path: Path | None, suite: object, boards: Sequence[str]) -> list[Finding]:
+def gate_findings(path: Path | None, suite: Suite, boards: Sequence[str]) -> list[Finding]:
     """Every board type on the coordinator resolves limits for every flavour, scenario,
     interval and rt-test: a case without is an error in every pipeline. Provisional
     limits (not measured on this lab's boards) are warnings."""
     shown = str(path or "thresholds.yaml")
     try:
-        thresholds = load_thresholds(path, suite)  # type: ignore[arg-type]
+        thresholds = load_thresholds(path, suite)
     except (ThresholdsError, OSError) as failure:
         return [error("thresholds", shown, str(failure), "correct the file at the line "
                       "named (rtlab thresholds check)")]
@@ -178,25 +178,15 @@ def gate_findings(path: Path | None, suite: object, boards: Sequence[str]) -> li
                                f"{', '.join(missing)}", f"add them under boards: {board}: "
                                f"in {shown}"))
             continue
-        provisional, cases = {}, 0
         try:
-            for flavour in FLAVOURS:
-                for scenario in suite.scenarios:  # type: ignore[attr-defined]
-                    for interval in suite.intervals_us:  # type: ignore[attr-defined]
-                        for limit in thresholds.lookup(board, flavour, scenario,
-                                                       interval).values():
-                            if limit.provisional:
-                                provisional.setdefault(flavour, limit.provisional)
-                        cases += 1
-                for tool in suite.rt_tests:  # type: ignore[attr-defined]
-                    thresholds.lookup(board, flavour, tool)
-                    cases += 1
+            covered = coverage(thresholds, suite, board, FLAVOURS)
         except ThresholdsError as failure:
             found.append(error("thresholds", f"board={board}", str(failure),
                                "correct the file at the line named"))
             continue
-        found.append(ok("thresholds", f"board={board}", f"{cases} cases resolve to limits"))
-        for flavour, why in provisional.items():
+        found.append(ok("thresholds", f"board={board}",
+                        f"{covered.cases} cases resolve to limits"))
+        for flavour, why in covered.provisional.items():
             found.append(warning("thresholds", f"board={board} flavour={flavour}",
                                  f"limits provisional: {why}",
                                  "let the scheduled nights measure this lab's boards; the "

@@ -8,29 +8,23 @@ from pathlib import Path
 from rtlab.measure.suite import load_suite
 from rtlab.util import paths
 from rtlab.util.commands import keep_actions
-from rtlab.verdict.thresholds import METRICS, Thresholds, format_us, load_thresholds
+from rtlab.verdict.thresholds import (
+    METRICS,
+    Thresholds,
+    coverage,
+    format_us,
+    load_thresholds,
+)
 
 
 def check(thresholds_path: Path, suite_path: Path) -> str:
     suite = load_suite(suite_path)
     thresholds = load_thresholds(thresholds_path, suite)
     # every flavour of every board must resolve for every case the suite can run
-    cases = 0
-    for board in thresholds.boards:
-        for flavour in thresholds.flavours(board):
-            for scenario in suite.scenarios:
-                for interval in suite.intervals_us:
-                    thresholds.lookup(board, flavour, scenario, interval)
-                    cases += 1
-            for tool in suite.rt_tests:
-                thresholds.lookup(board, flavour, tool)
-                cases += 1
-    provisional = sorted({f"{board}/{flavour}" for board in thresholds.boards
-                          for flavour in thresholds.flavours(board)
-                          if any(limit.provisional for scenario in suite.scenarios
-                                 for interval in suite.intervals_us
-                                 for limit in thresholds.lookup(board, flavour, scenario,
-                                                                interval).values())})
+    covered = {board: coverage(thresholds, suite, board) for board in thresholds.boards}
+    cases = sum(c.cases for c in covered.values())
+    provisional = sorted(f"{board}/{flavour}" for board, c in covered.items()
+                         for flavour in c.provisional)
     told = (f"; provisional (not measured on this lab's boards): {', '.join(provisional)}"
             if provisional else "")
     return (f"{thresholds.display}: valid; {len(thresholds.boards)} boards, "

@@ -267,6 +267,35 @@ def _resolve(display: str, path: list[_Level]) -> dict[str, Threshold]:
     return result
 
 
+@attr.frozen
+class Coverage:
+    """What one board's flavours resolve to over every case a suite can run."""
+
+    cases: int
+    """Board × flavour × scenario × interval, and × rt-test, each resolved to limits."""
+    provisional: Mapping[str, str]
+    """Flavour -> the first provisional limit's reason (not measured on this lab's boards)."""
+
+
+def coverage(thresholds: Thresholds, suite: Suite, board: str,
+             flavours: tuple[str, ...] | None = None) -> Coverage:
+    """Resolve every case ``suite`` can run on ``board`` in ``flavours`` (default: the
+    board's own); a case without limits raises ThresholdsError, naming the file and line."""
+    provisional: dict[str, str] = {}
+    cases = 0
+    for flavour in thresholds.flavours(board) if flavours is None else flavours:
+        for scenario in suite.scenarios:
+            for interval in suite.intervals_us:
+                for limit in thresholds.lookup(board, flavour, scenario, interval).values():
+                    if limit.provisional:
+                        provisional.setdefault(flavour, limit.provisional)
+                cases += 1
+        for tool in suite.rt_tests:
+            thresholds.lookup(board, flavour, tool)
+            cases += 1
+    return Coverage(cases, provisional)
+
+
 def known_flavours() -> tuple[str, ...]:
     """The flavours a thresholds file may name: Debian's two and kernel/flavours.yaml's."""
     return (*THRESHOLDS_FLAVOURS, *load_flavours())
