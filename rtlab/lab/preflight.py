@@ -183,18 +183,13 @@ class CoordinatorError(RuntimeError):
 
 
 def read_lab(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> LabView:
-    """The coordinator's places and resources through labgrid's client session."""
-    from labgrid.remote.client import start_session
-
+    """The coordinator's places and resources through labgrid's client session; each
+    exchange (the session's start, the version probe) waits at most ``timeout_s``."""
     loop = asyncio.new_event_loop()
     # grpc's calls belong to the thread's current loop
     asyncio.set_event_loop(loop)
     try:
-        try:
-            with _quiet():
-                session = start_session(address, loop=loop)
-        except Exception as failure:  # labgrid raises its ServerError, grpc its own
-            raise CoordinatorError(str(failure).removeprefix("Error: ")) from failure
+        session = _start_session(address, loop, timeout_s)
         try:
             exported = tuple(
                 Exported(exporter, group, resource.cls, name, bool(resource.avail),
@@ -216,6 +211,29 @@ def read_lab(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> LabView:
         asyncio.set_event_loop(None)
         loop.close()
     return LabView(address, version, tuple(places), exported)
+
+
+def _start_session(address: str, loop: asyncio.AbstractEventLoop,
+                   timeout_s: float) -> Any:  # noqa: ANN401 - labgrid's ClientSession
+    """labgrid's ``start_session``, bounded: it waits as long as grpc retries, and grpc
+    retries an address that drops packets (a firewall, a wrong host) for ever."""
+    from labgrid.remote.client import ClientSession
+    from labgrid.util.proxy import proxymanager
+
+    session = ClientSession(proxymanager.get_grpc_address(address, default_port=20408), loop)
+    try:
+        with _quiet():
+            loop.run_until_complete(asyncio.wait_for(session.start(), timeout_s))
+    except TimeoutError as failure:
+        session.pump_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            loop.run_until_complete(session.pump_task)
+        loop.run_until_complete(session.close())
+        raise CoordinatorError(f"no answer within {timeout_s:g} s") from failure
+    except Exception as failure:  # labgrid raises its ServerError, grpc its own
+        loop.run_until_complete(session.close())
+        raise CoordinatorError(str(failure).removeprefix("Error: ")) from failure
+    return session
 
 
 @contextlib.contextmanager

@@ -6,7 +6,9 @@ pipeline's variables, and the output (text, JSON, exit code). The virtual rack's
 tests/integration/test_lab_doctor_rack.py."""
 
 import json
+import socket
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -194,6 +196,18 @@ def test_an_unreachable_coordinator_is_one_error(tmp_path):
     assert problem.status == ERROR and problem.message.startswith("does not answer")
     assert "--coordinator, LG_COORDINATOR" in problem.fix
     assert exit_code(found) == 1
+
+
+def test_a_coordinator_that_never_answers_is_an_error_within_the_timeout():
+    """A port that takes the connection and says nothing (a wrong host, a proxy that hangs):
+    labgrid's own session start waits on it for ever."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(0)
+        began = time.monotonic()
+        with pytest.raises(preflight.CoordinatorError, match="no answer within 1 s"):
+            preflight.read_lab(f"127.0.0.1:{silent.getsockname()[1]}", timeout_s=1)
+        assert time.monotonic() - began < 10
 
 
 def test_the_database(tmp_path):
