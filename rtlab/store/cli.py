@@ -53,13 +53,13 @@ def _migrate(args: argparse.Namespace) -> int:
     from sqlalchemy.engine import make_url
 
     from rtlab.store import connect, default_url
-    from rtlab.store.migrate import current, head
+    from rtlab.store.migrate import current, head, upgrade
 
     shown = make_url(args.db or default_url()).render_as_string(hide_password=True)
     engine = connect(args.db, upgrade=False)
     try:
         before = current(engine)
-        connect(args.db).dispose()  # opening a store upgrades it, in one transaction
+        upgrade(engine)  # in one transaction, as opening a store does
         print(f"{shown}: schema at revision {current(engine)}"
               + (f" (was {before or 'empty'})" if before != head() else " (already)"))
     finally:
