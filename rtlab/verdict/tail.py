@@ -29,6 +29,12 @@ among the measured wake-ups, and read there rather than extrapolated."""
 THRESHOLD_FRACTIONS = (0.01, 0.005, 0.002, 0.001, 5e-4, 2e-4, 1e-4)
 """The tail shares tried as the fit's threshold, lowest threshold first: from the p99 (the
 fixed threshold before, which lies in the body when the tail is rarer) upwards."""
+THRESHOLD_COUNTS = (20_000, 10_000, 5_000, 2_000, 1_000, 500, 200)
+"""The tail sample counts tried as well, so that the search goes on up where the shares
+stop: a series' pooled history of 10^9 wake-ups puts every share of THRESHOLD_FRACTIONS
+at the ``max_exceedances`` cap, one threshold in the body of a mixture of CPUs (each with
+a tail of its own), whose fit the chi-square test rejects (the real civcode board's
+history: p = 1e-54 at its top 20 000, accepted at its top 200)."""
 THRESHOLD_FIT_P = 0.01
 """A threshold's fit is accepted when its chi-square test does not reject it at this level,
 the level below which a fit is warned poor (the lowest accepted threshold is where the
@@ -159,13 +165,18 @@ def _pot_threshold(hist: Histogram, tail_fraction: float,
 
 def _candidates(hist: Histogram, min_exceedances: int,
                 max_exceedances: int) -> list[tuple[int | None, int]]:
-    """The thresholds tried, lowest first: each of THRESHOLD_FRACTIONS that leaves at
-    least twice ``min_exceedances`` above it, each distinct, and at least the p99's."""
+    """The thresholds tried, lowest first: each of THRESHOLD_FRACTIONS and
+    THRESHOLD_COUNTS (those within the p99 and ``max_exceedances``) that leaves at least
+    twice ``min_exceedances`` above it, each distinct, and at least the p99's."""
     found: dict[int | None, int] = {}
-    for fraction in THRESHOLD_FRACTIONS:
-        u, target = _pot_threshold(hist, fraction, max_exceedances)
+    ceiling = min(max(round(0.01 * hist.samples), 1), max_exceedances)
+    targets = {min(max(round(fraction * hist.samples), 1), max_exceedances)
+               for fraction in THRESHOLD_FRACTIONS}
+    targets.update(count for count in THRESHOLD_COUNTS if count <= ceiling)
+    for target in sorted(targets, reverse=True):
         if target < 2 * min_exceedances and found:
             break
+        u, target = _pot_threshold(hist, target / hist.samples, max_exceedances)
         found.setdefault(u, target)
     if not found:
         u, target = _pot_threshold(hist, 0.01, max_exceedances)
@@ -237,10 +248,11 @@ def tail_estimate(
       statistics; beyond them the fit's, with its profile-likelihood interval.
 
     The fit's threshold is where the tail begins: the lowest of the shares
-    THRESHOLD_FRACTIONS whose fit the chi-square test accepts (the best-fitting one with a
-    warning where none is); ``tail_fraction`` fixes it instead (the sample that many from
-    the top, at most ``max_exceedances``). ``empirical=False``: the fit's bound even
-    where the wake-ups reach p (bench/tail_fit_real.py compares the two).
+    THRESHOLD_FRACTIONS and counts THRESHOLD_COUNTS whose fit the chi-square test accepts
+    (the best-fitting one with a warning where none is); ``tail_fraction`` fixes it
+    instead (the sample that many from the top, at most ``max_exceedances``).
+    ``empirical=False``: the fit's bound even where the wake-ups reach p
+    (bench/tail_fit_real.py compares the two).
     """
     if not 0 < exceedance_probability < 1:
         raise ValueError(f"exceedance_probability must be in (0, 1), got "
