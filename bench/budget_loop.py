@@ -35,9 +35,9 @@ What simulation cannot reach is bounded analytically, and said: the union bound
 (W p(x) <= share at 95 % per tuning), which the A/A trials check only to their size.
 
 --quick: 12 A/A per tier, 4 per change, per family × interval (a few minutes on 2
-cores). The default (300/150 A/A, 30 per change: 4200 A/A gate cases) brings the gate's
-pipeline interval under 2 % only if at most none of them fails; it took 1850 s on 2
-cores (3577 CPU-s, 2026-11-28).
+cores). The default (1000/150 A/A, 30 per change: 14 000 A/A gate cases, enough for the
+gate's pipeline interval to end under 2 % with a few of them failing) took 442 s on 2
+cores (782 CPU-s in the workers, 2026-11-28).
 
     .venv/bin/python bench/budget_loop.py [--quick] [--workers 2] [--aa GATE,FULL]
                                           [--changed N] [--families 0,1,...]
@@ -204,7 +204,7 @@ def main() -> int:
     parser.add_argument("--changed", type=int, default=None)
     parser.add_argument("--families", default=None)
     args = parser.parse_args()
-    aa = ((12, 12) if args.quick else (300, 150)) if args.aa is None else tuple(
+    aa = ((12, 12) if args.quick else (1000, 150)) if args.aa is None else tuple(
         int(v) for v in args.aa.split(","))
     changed = args.changed if args.changed is not None else (4 if args.quick else 30)
     chosen = (range(len(families())) if args.families is None
