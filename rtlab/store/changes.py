@@ -3,7 +3,8 @@ reads them (their tail summaries, one narrow query), the change points found kep
 accepted, and linked to the bisection they started."""
 
 import datetime
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import attr
 from sqlalchemy import select
@@ -44,34 +45,40 @@ nightlies). A change is found while it lies among them, and kept once found."""
 
 def series_runs(session: Session, *, ref: str, boards: Sequence[str] | None = None,
                 flavours: Sequence[str] | None = None,
-                newest: int | None = NEWEST_RUNS) -> list[SeriesRuns]:
+                newest: int | None = NEWEST_RUNS,
+                series: Iterable[tuple[str, str, str | None, int | None]] | None = None
+                ) -> list[SeriesRuns]:
     """Every cyclictest series' newest ``newest`` measured runs on ``ref`` (None: all),
-    oldest first."""
-    from rtlab.store.query import newest_ids
+    oldest first: each series read newest first along its index (``ix_cases_series``),
+    as far as ``newest``, with what change detection needs and nothing else.
+    ``series``: those of ``boards`` and ``flavours`` where the caller knows them."""
+    from rtlab.store.query import _series_of, newest_per_series
 
-    series = (Case.board, Case.flavour, Case.scenario, Case.interval_us)
-    chosen = newest_ids(session, boards=boards, flavours=flavours, ref=ref,
-                        verdicts=("pass", "fail"), kinds=("cyclictest",),
-                        per_series=newest if newest is not None else 2**62)
+    every = sorted((board, flavour, scenario, interval_us) for board, flavour, scenario,
+                   interval_us in _series_of(session, boards, flavours, series)
+                   if scenario is not None and interval_us is not None)
     query = (select(Case.id, Case.board, Case.flavour, Case.scenario, Case.interval_us,
                     Case.started, Case.tail_samples, Case.tail_first, Case.tail_counts,
                     Run.commit_sha, Run.pipeline_id)
              .join(Run, Case.run_id == Run.id)
-             .where(Case.id.in_(chosen), Case.scenario.is_not(None),
-                    Case.interval_us.is_not(None))
-             .order_by(*series, Case.started, Case.id))
-    found: dict[SeriesKey, tuple[list[SeriesRun], list[int]]] = {}
-    for row in session.execute(query):
-        key = (row.board, row.flavour, row.scenario, row.interval_us)
-        runs, missing = found.setdefault(key, ([], [0]))
-        if row.tail_counts is None:
-            missing[0] += 1
+             .where(Run.ref_name == ref, Case.kind == "cyclictest",
+                    Case.verdict.in_(("pass", "fail"))))
+    by_series: dict[SeriesKey, list[Any]] = {}
+    for row in newest_per_series(session, query, every, newest):
+        by_series.setdefault((row.board, row.flavour, row.scenario, row.interval_us),
+                             []).append(row)
+    found = []
+    for key in every:
+        rows = by_series.get(key)
+        if not rows:
             continue
-        runs.append(SeriesRun(row.id, _utc(row.started), row.commit_sha, row.pipeline_id,
-                              TailSummary.from_stored(row.tail_samples, row.tail_first,
-                                                      row.tail_counts)))
-    return [SeriesRuns(key, tuple(runs), missing[0])
-            for key, (runs, missing) in found.items()]
+        rows.sort(key=lambda row: (row.started, row.id))
+        runs = [SeriesRun(row.id, _utc(row.started), row.commit_sha, row.pipeline_id,
+                          TailSummary.from_stored(row.tail_samples, row.tail_first,
+                                                  row.tail_counts))
+                for row in rows if row.tail_counts is not None]
+        found.append(SeriesRuns(key, tuple(runs), len(rows) - len(runs)))
+    return found
 
 
 @attr.frozen
