@@ -1,7 +1,10 @@
 """Writing a report: query the store (``data``), draw the figures (``plots``) on every
-core, and write the page, its PNGs, the metrics file and the summary into one folder."""
+core while it does, and write the page, its PNGs, the metrics file and the summary into
+one folder."""
 
 import time
+from collections.abc import Sequence
+from concurrent.futures import Future
 from pathlib import Path
 
 import attr
@@ -9,7 +12,7 @@ import attr
 from rtlab.report.data import Group, GroupKey, ReportData, collect, group_name
 from rtlab.report.html import Picture, page
 from rtlab.report.metrics import openmetrics
-from rtlab.report.pool import parallel_map
+from rtlab.report.pool import Later, Pool, frozen_heap
 from rtlab.report.selection import Selection
 from rtlab.report.summary import markdown
 from rtlab.store import Store
@@ -33,19 +36,45 @@ class Written:
     timings: dict[str, float] = attr.field(factory=dict, eq=False)
 
 
-def render(data: ReportData, *, workers: int | None = None) -> dict[GroupKey, list[Picture]]:
-    """Every group's figures as PNG bytes, in the order the page shows them, drawn on
-    every core (``workers``: at most that many processes), a figure per task."""
+class Drawing:
+    """The report's figures, each handed to the workers as soon as its group's data is
+    read (:meth:`draw`, collect's ``draw``), so that they are drawn on every core while
+    the store is still being read; :meth:`pictures` waits for them."""
+
+    def __init__(self, pool: Pool) -> None:
+        self._pool = pool
+        self._drawn: dict[tuple[GroupKey, str], Future[Picture] | Later[Picture]] = {}
+
+    def draw(self, group: Group, kinds: Sequence[str]) -> None:
+        for kind in kinds:
+            self._drawn[(group.key, kind)] = self._pool.submit(_draw, (group, kind))
+
+    def pictures(self, groups: Sequence[Group]) -> dict[GroupKey, list[Picture]]:
+        """Every group's figures as PNG bytes, in the order the page shows them."""
+        from rtlab.report import plots
+
+        pictures: dict[GroupKey, list[Picture]] = {}
+        for group in groups:
+            pictures[group.key] = []
+            for kind in plots.kinds(group):
+                drawn = self._drawn.get((group.key, kind))
+                if drawn is None:
+                    # a figure nobody handed over early is drawn now
+                    drawn = self._pool.submit(_draw, (group, kind))
+                pictures[group.key].append(drawn.result())
+        return pictures
+
+
+
+def warm_up() -> None:
+    """Fonts and the PNG writer loaded, once per drawing process."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
     from rtlab.report import plots
 
-    tasks = [(group, kind) for group in data.groups for kind in plots.kinds(group)]
-    if len(tasks) > 1:
+    with matplotlib.rc_context(plots.RC):
         plots.warm_up()
-    pictures: dict[GroupKey, list[Picture]] = {group.key: [] for group in data.groups}
-    for (group, _), picture in zip(tasks, parallel_map(_draw, tasks, workers=workers),
-                                   strict=True):
-        pictures[group.key].append(picture)
-    return pictures
 
 
 def _draw(task: tuple[Group, str]) -> Picture:
@@ -56,8 +85,9 @@ def _draw(task: tuple[Group, str]) -> Picture:
     from rtlab.report import plots
 
     group, kind = task
-    return Picture(plots.file_name(group, kind), plots.png(plots.figure(group, kind)),
-                   f"{plots.KINDS[kind]}: {group_name(group.key)}")
+    with matplotlib.rc_context(plots.RC):
+        return Picture(plots.file_name(group, kind), plots.png(plots.figure(group, kind)),
+                       f"{plots.KINDS[kind]}: {group_name(group.key)}")
 
 
 def write_report(store: Store, out_dir: Path, selection: Selection, *,
@@ -66,14 +96,18 @@ def write_report(store: Store, out_dir: Path, selection: Selection, *,
     """Query the store and write ``report.html``, its PNGs, ``metrics.txt`` and
     ``summary.md`` into ``out_dir``."""
     timings = {}
-    start = time.perf_counter()
-    with store.session() as session:
-        data = collect(session, selection, thresholds_path=thresholds_path)
-    timings["query"] = time.perf_counter() - start
+    with frozen_heap(), Pool(initializer=warm_up) as workers:
+        drawing = Drawing(workers)
+        start = time.perf_counter()
+        with store.session() as session:
+            data = collect(session, selection, thresholds_path=thresholds_path,
+                           workers=workers, draw=drawing.draw)
+        timings["query"] = time.perf_counter() - start
 
-    start = time.perf_counter()
-    pictures = render(data)
-    timings["figures"] = time.perf_counter() - start
+        # the figures were begun while the store was read: what is left of them
+        start = time.perf_counter()
+        pictures = drawing.pictures(data.groups)
+        timings["figures"] = time.perf_counter() - start
 
     start = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -96,5 +130,5 @@ def write_report(store: Store, out_dir: Path, selection: Selection, *,
     return Written(html_path, metrics_path, summary_path, tuple(pngs), data, timings)
 
 
-__all__ = ["HTML_NAME", "METRICS_NAME", "SUMMARY_NAME", "Selection", "Written", "render",
+__all__ = ["HTML_NAME", "METRICS_NAME", "SUMMARY_NAME", "Drawing", "Selection", "Written",
            "write_report"]

@@ -6,7 +6,7 @@ the open ones listed (new ones marked) for the page, the summary, the trends and
 import contextlib
 import datetime
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import attr
 from sqlalchemy.orm import Session
@@ -81,12 +81,15 @@ NO_CHANGES = Changes(None, (), 0, 0)
 
 def find(session: Session, ref: str | None, *, boards: Sequence[str] = (),
          flavours: Sequence[str] = (), thresholds: Thresholds | None = None,
-         now: datetime.datetime | None = None) -> Changes:
-    """Read every series of ``ref``, keep the change points found, list the open ones."""
+         now: datetime.datetime | None = None,
+         series: Iterable[tuple[str, str, str | None, int | None]] | None = None) -> Changes:
+    """Read every series of ``ref``, keep the change points found, list the open ones.
+    ``series``: those of ``boards`` and ``flavours``, where the caller knows them."""
     if ref is None:
         return NO_CHANGES
     new_ids: set[int] = set()
-    every = series_runs(session, ref=ref, boards=boards or None, flavours=flavours or None)
+    every = series_runs(session, ref=ref, boards=boards or None, flavours=flavours or None,
+                        series=series)
     for series in every:
         found = find_changes([run.tail for run in series.runs], _policy(series.key,
                                                                          thresholds))

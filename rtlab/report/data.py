@@ -9,16 +9,18 @@ baseline runs, and the figures are capped per report (the report names what it l
 """
 
 import datetime
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 
 import attr
 import numpy as np
+from sqlalchemy import URL, Engine
 from sqlalchemy.orm import Session
 
 from rtlab.report.changes import NO_CHANGES, Changes, ChangeView
 from rtlab.report.changes import find as find_changes
-from rtlab.report.pool import parallel_map
+from rtlab.report.pool import Later, Pool, parallel_map
 from rtlab.report.selection import DEFAULT_QUANTILE, Selection
 from rtlab.store.changes import accepted_times
 from rtlab.store.exposure import Exposure, kernel_exposure
@@ -282,30 +284,41 @@ class ReportData:
 
 
 def collect(session: Session, selection: Selection, *, thresholds: Thresholds | None = None,
-            thresholds_path: Path | None = None,
-            now: datetime.datetime | None = None) -> ReportData:
+            thresholds_path: Path | None = None, now: datetime.datetime | None = None,
+            workers: Pool | None = None,
+            draw: Callable[[Group, Sequence[str]], object] | None = None) -> ReportData:
     """Everything a report shows, from the store. ``thresholds`` (else the file at
     ``thresholds_path``, else the repository's) gives the limits drawn in the trends; a
     series the file cannot resolve (an unknown board) gets the limits its newest case was
-    judged by."""
+    judged by. The comparisons run on ``workers`` (else on processes of their own);
+    ``draw(group, kinds)`` is handed each drawn group as soon as its figures of those
+    kinds (rtlab.report.plots.kinds) can be drawn: the rest is read meanwhile."""
     # without the repository's file (an installed rtlab), the limits cases were judged by
     if thresholds is None and (thresholds_path is not None or DEFAULT_THRESHOLDS.is_file()):
         thresholds = load_thresholds(thresholds_path)
     filters = {"boards": selection.boards or None, "flavours": selection.flavours or None}
+    # the exposure pools every stored case, the longest of the report's queries (on
+    # PostgreSQL, the server's work): on a worker, on a connection of its own, while the
+    # rest is read here
+    exposure = _exposure_beside(session, workers, filters, thresholds)
+    # every series once, for each query below that reads series by series
+    counts = series_counts(session, **filters)
     current = {case.series: case for case in latest(
         session, **filters, ref=selection.candidate_ref,
-        pipeline_id=selection.candidate_pipeline)}
+        pipeline_id=selection.candidate_pipeline, series=counts)}
     if not current:
         return ReportData(selection, now or _now(), (), (), (), 0)
     # the newest measured candidate of every series: its histograms are the latency plot
     # and the candidate of the comparison (an error has nothing to compare)
     measured = {case.series: case for case in latest(
         session, **filters, ref=selection.candidate_ref,
-        pipeline_id=selection.candidate_pipeline, verdicts=MEASURED, histograms=True)}
+        pipeline_id=selection.candidate_pipeline, verdicts=MEASURED, histograms=True,
+        series=counts)}
     baselines: dict[SeriesKey, list[CaseRow]] = {}
     if selection.baseline_runs > 0:
         for case in latest(session, **filters, ref=selection.baseline_ref, verdicts=MEASURED,
-                           per_series=selection.baseline_runs + 1, histograms=True):
+                           per_series=selection.baseline_runs + 1, histograms=True,
+                           series=counts):
             baselines.setdefault(case.series, []).append(case)
         # a baseline never pools both sides of an accepted change point
         for key, since in accepted_times(session, ref=selection.baseline_ref).items():
@@ -320,8 +333,10 @@ def collect(session: Session, selection: Selection, *, thresholds: Thresholds | 
     tasks = [attr.evolve(task, quantile=policies[task.key].quantile)
              if policies[task.key] is not None else task for task in tasks]
     # the bootstraps and fits are the costly part: one task per series, over every core
-    results = dict(zip([t.key for t in tasks if t.busy],
-                       parallel_map(_run_stats, [t for t in tasks if t.busy]), strict=True))
+    busy = [task for task in tasks if task.busy]
+    results = dict(zip([task.key for task in busy],
+                       workers.map(_run_stats, busy) if workers is not None
+                       else parallel_map(_run_stats, busy), strict=True))
     rows, overlays = [], {}
     for key, task in zip(keys, tasks, strict=True):
         comparison, tail = results.get(key, (task.note, None))
@@ -331,15 +346,53 @@ def collect(session: Session, selection: Selection, *, thresholds: Thresholds | 
             overlays[key] = Overlay(key, task.candidate, task.cand_hist, task.baseline,
                                     task.baseline_hists, comparison)
 
-    counts = series_counts(session, **filters)
+    chosen, left_out = _chosen(rows, counts, selection)
+    # each group's histograms and overlays are drawn while the rest is read
+    groups = [_group(key, chosen[key], measured, overlays, thresholds) for key in chosen]
+    if draw is not None:
+        for group in groups:
+            draw(group, [kind for kind, panels in (("histogram", group.latency),
+                                                   ("compare", group.overlays)) if panels])
     changes = (find_changes(session, selection.baseline_ref, boards=selection.boards,
-                            flavours=selection.flavours, thresholds=thresholds, now=now)
+                            flavours=selection.flavours, thresholds=thresholds, now=now,
+                            series=counts)
                if selection.changes else NO_CHANGES)
-    groups, left_out = _groups(session, filters, rows, counts, measured, overlays, thresholds,
-                               selection, changes)
-    exposure = kernel_exposure(session, **filters, thresholds=thresholds)
-    return ReportData(selection, now or _now(), tuple(rows), groups, left_out,
-                      sum(total for total, _ in counts.values()), exposure, changes)
+    groups = _with_trends(session, filters, groups, chosen, counts, thresholds, changes)
+    if draw is not None:
+        for group in groups:
+            if group.trends:
+                draw(group, ["trend"])
+    return ReportData(selection, now or _now(), tuple(rows), tuple(groups), left_out,
+                      sum(total for total, _ in counts.values()), exposure.result(), changes)
+
+
+def _exposure_beside(session: Session, workers: Pool | None,
+                     filters: Mapping[str, Sequence[str] | None],
+                     thresholds: Thresholds | None) -> "Future[Exposure] | Later[Exposure]":
+    """The kernels' exposure, begun on a worker where one can open the store again (not a
+    session bound to one connection, nor an in-memory SQLite database, one per
+    connection); else read here when its result is asked for."""
+    bind = session.get_bind()
+    if workers is None or not workers.forks or not isinstance(bind, Engine) or (
+            bind.url.get_backend_name() == "sqlite"
+            and bind.url.database in (None, "", ":memory:")):
+        return Later(lambda _: kernel_exposure(session, **filters, thresholds=thresholds),
+                     None)
+    return workers.submit(_exposure_on_worker, (bind.url, dict(filters), thresholds))
+
+
+def _exposure_on_worker(task: tuple[URL, dict[str, Sequence[str] | None],
+                                    Thresholds | None]) -> Exposure:
+    from rtlab.store import connect
+
+    url, filters, thresholds = task
+    # the engine inherited from the parent is the parent's: never used in a fork
+    engine = connect(url.render_as_string(hide_password=False), upgrade=False)
+    try:
+        with Session(engine) as session:
+            return kernel_exposure(session, **filters, thresholds=thresholds)
+    finally:
+        engine.dispose()
 
 
 def _policy(thresholds: Thresholds | None, key: SeriesKey) -> StatisticsPolicy | None:
@@ -602,11 +655,11 @@ def _priority(rows: Sequence[Row]) -> int:
     return 3
 
 
-def _groups(session: Session, filters: Mapping[str, Sequence[str] | None],
-            rows: Sequence[Row], counts: Mapping[SeriesKey, tuple[int, int]],
-            measured: Mapping[SeriesKey, CaseRow], overlays: Mapping[SeriesKey, Overlay],
-            thresholds: Thresholds | None, selection: Selection,
-            changes: Changes = NO_CHANGES) -> tuple[tuple[Group, ...], tuple[GroupKey, ...]]:
+def _chosen(rows: Sequence[Row], counts: Mapping[SeriesKey, tuple[int, int]],
+            selection: Selection) -> tuple[dict[GroupKey, list[Row]], tuple[GroupKey, ...]]:
+    """The groups a report draws (whole groups, in priority order, as many series as
+    ``max_series`` allows, the first one even if it alone is more), each with its rows,
+    in page order; and those it leaves out."""
     rows_by_group: dict[GroupKey, list[Row]] = {}
     for row in rows:
         rows_by_group.setdefault(group_of(row.key), []).append(row)
@@ -618,7 +671,6 @@ def _groups(session: Session, filters: Mapping[str, Sequence[str] | None],
     chosen, left_out, budget = [], [], selection.max_series
     for group_key in drawable:
         size = len(rows_by_group[group_key])
-        # whole groups, in priority order; the first one even if it alone is over budget
         if budget > 0 and (size <= budget or not chosen):
             chosen.append(group_key)
             budget -= size
@@ -626,27 +678,47 @@ def _groups(session: Session, filters: Mapping[str, Sequence[str] | None],
             left_out.append(group_key)
     chosen.sort(key=lambda g: (g[0], g[1], g[2] or ""))
     left_out.sort(key=lambda g: (g[0], g[1], g[2] or ""))
+    return {key: rows_by_group[key] for key in chosen}, tuple(left_out)
+
+
+def _group(key: GroupKey, rows: Sequence[Row], measured: Mapping[SeriesKey, CaseRow],
+           overlays: Mapping[SeriesKey, Overlay], thresholds: Thresholds | None) -> Group:
+    """A drawn group's histograms and overlays (its trends come later: their query is
+    the longer one)."""
+    latency, group_overlays = [], []
+    for row in rows:
+        newest = measured.get(row.key)
+        if newest is not None:
+            cpus = _cpu_histograms(newest)
+            if cpus:
+                latency.append(LatencyPlot(row.key, newest, cpus,
+                                           current_limits(thresholds, row.key, row.case)))
+        if row.key in overlays:
+            group_overlays.append(overlays[row.key])
+    return Group(key, tuple(latency), (), tuple(group_overlays))
+
+
+def _with_trends(session: Session, filters: Mapping[str, Sequence[str] | None],
+                 groups: Sequence[Group], chosen: Mapping[GroupKey, Sequence[Row]],
+                 counts: Mapping[SeriesKey, tuple[int, int]], thresholds: Thresholds | None,
+                 changes: Changes) -> list[Group]:
+    """``groups`` with their series' trends: one query over the drawn groups' newest
+    TREND_RUNS runs, no per-CPU rows."""
     by_series: dict[SeriesKey, list[CaseFigures]] = {}
-    if chosen:
-        # trend points of the drawn groups only: one aggregated query, no per-CPU rows
-        for point in case_figures(session, **filters, groups=chosen, newest=TREND_RUNS):
+    if groups:
+        drawn = {group.key for group in groups}
+        for point in case_figures(session, **filters, groups=list(drawn), newest=TREND_RUNS,
+                                  series=[key for key in counts if group_of(key) in drawn]):
             by_series.setdefault(point.series, []).append(point)
-    groups = []
-    for group_key in chosen:
-        latency, trends, group_overlays = [], [], []
-        for row in rows_by_group[group_key]:
-            limits = current_limits(thresholds, row.key, row.case)
+    complete = []
+    for group in groups:
+        trends = []
+        for row in chosen[group.key]:
             points = by_series.get(row.key, ())
             if _has_figures(points):
                 trends.append(attr.evolve(
-                    trend(row.key, points, limits), changes=_changes_of(changes, row.key),
+                    trend(row.key, points, current_limits(thresholds, row.key, row.case)),
+                    changes=_changes_of(changes, row.key),
                     older=max(0, counts.get(row.key, (0, 0))[0] - len(points))))
-            newest = measured.get(row.key)
-            if newest is not None:
-                cpus = _cpu_histograms(newest)
-                if cpus:
-                    latency.append(LatencyPlot(row.key, newest, cpus, limits))
-            if row.key in overlays:
-                group_overlays.append(overlays[row.key])
-        groups.append(Group(group_key, tuple(latency), tuple(trends), tuple(group_overlays)))
-    return tuple(groups), tuple(left_out)
+        complete.append(attr.evolve(group, trends=tuple(trends)))
+    return complete

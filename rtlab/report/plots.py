@@ -48,6 +48,10 @@ MIN_WIDTH = 8.0
 CATEGORICAL_POINTS = 16
 LIMIT_COLOURS = {"max_us": "#d62728", "p99_9_us": "#ff7f0e", "avg_us": "#2ca02c"}
 FAIL_COLOUR = "#d62728"
+RC = {"text.hinting": "no_hinting"}
+"""matplotlib's settings the figures are drawn with (``matplotlib.rc_context``): glyphs
+unhinted, a sixth less drawing than FreeType's hinting, which at 100 dpi only snaps
+stems to pixels."""
 
 
 def warm_up() -> None:
@@ -65,30 +69,31 @@ def png(figure: Figure) -> bytes:
     or below a panel are never cut off and no blank border is left.
 
     savefig's "tight" box draws a figure twice, once to measure and once to write: two
-    fifths of a report's drawing. Here the canvas is drawn once, the artists' extent
-    read from that draw, and the pixels cropped to it; a figure whose artists reach past
-    its canvas (where "tight" would widen it) is written by savefig's tight box."""
+    fifths of a report's drawing; and asking the artists for their extent after a draw
+    lays every text out again (a tenth). Here the canvas is drawn once and cropped to its
+    inked pixels: the canvas has SLACK_INCHES beyond the figure's frame on every side, so
+    the corner is background; a figure whose ink reaches the canvas's edge (where "tight"
+    would widen it) is written by savefig's tight box."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from PIL import Image
 
     canvas = FigureCanvasAgg(figure)
     canvas.draw()
-    box = figure.get_tightbbox(canvas.get_renderer())
-    width, height = figure.get_size_inches()
+    pixels = np.asarray(canvas.buffer_rgba())
+    # one 32-bit word per pixel: a fifth of the work of comparing its four bytes
+    words = pixels.view(np.uint32)[:, :, 0]
+    ink = words != words[0, 0]
+    rows, columns = np.flatnonzero(ink.any(axis=1)), np.flatnonzero(ink.any(axis=0))
     out = io.BytesIO()
-    if box.x0 - PAD_INCHES < 0 or box.y0 - PAD_INCHES < 0 or \
-            box.x1 + PAD_INCHES > width or box.y1 + PAD_INCHES > height:
+    if not rows.size or rows[0] == 0 or columns[0] == 0 or \
+            rows[-1] == ink.shape[0] - 1 or columns[-1] == ink.shape[1] - 1:
         figure.savefig(out, format="png", dpi=DPI, bbox_inches="tight",
                        pad_inches=PAD_INCHES)
         return out.getvalue()
-    pixels = np.asarray(canvas.buffer_rgba())
-    left, right = (math.floor((box.x0 - PAD_INCHES) * DPI),
-                   math.ceil((box.x1 + PAD_INCHES) * DPI))
-    # pixel rows run from the top, inches from the bottom
-    top, bottom = (math.floor((height - box.y1 - PAD_INCHES) * DPI),
-                   math.ceil((height - box.y0 + PAD_INCHES) * DPI))
-    Image.fromarray(pixels[max(top, 0):bottom, max(left, 0):right]).save(
-        out, format="png", dpi=(DPI, DPI))
+    pad = round(PAD_INCHES * DPI)
+    Image.fromarray(pixels[max(rows[0] - pad, 0):rows[-1] + 1 + pad,
+                           max(columns[0] - pad, 0):columns[-1] + 1 + pad]).save(
+        out, format="png", dpi=(DPI, DPI), compress_level=1)
     return out.getvalue()
 
 
