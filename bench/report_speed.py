@@ -5,8 +5,10 @@ Builds a synthetic SQLite store in a temporary folder (bulk inserts into the sto
 tables: 10 000 runs of 1-4 cases on two physical boards × two kernel flavours, four CPUs
 each, an hour of cyclictest per case, histograms drawn from realistic tails; about 1 % of
 cases fail and 2 % are errors; every tenth run is a merge request's), then writes the
-report and prints the wall time of each step. The figure is the report's own work:
-imports (matplotlib, scipy) are timed apart, since a long-lived process pays them once.
+report and prints the wall time of each step: ``query`` the store's reading (the figures
+are drawn on worker processes meanwhile), ``figures`` what is left of them after it,
+``write`` the files. The figure is the report's own work: imports (matplotlib, scipy)
+are timed apart, since a long-lived process pays them once.
 
     .venv/bin/python bench/report_speed.py [--runs 10000] [--seed 1] [--keep DIR]
     .venv/bin/python bench/report_speed.py --postgresql [--copy-from DIR/results.db]
