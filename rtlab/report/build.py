@@ -51,19 +51,8 @@ class Drawing:
 
     def pictures(self, groups: Sequence[Group]) -> dict[GroupKey, list[Picture]]:
         """Every group's figures as PNG bytes, in the order the page shows them."""
-        from rtlab.report import plots
-
-        pictures: dict[GroupKey, list[Picture]] = {}
-        for group in groups:
-            pictures[group.key] = []
-            for kind in plots.kinds(group):
-                drawn = self._drawn.get((group.key, kind))
-                if drawn is None:
-                    # a figure nobody handed over early is drawn now
-                    drawn = self._pool.submit(_draw, (group, kind))
-                pictures[group.key].append(drawn.result())
-        return pictures
-
+        return {group.key: [self._drawn[(group.key, kind)].result() for kind in group.kinds]
+                for group in groups}
 
 
 def warm_up() -> None:

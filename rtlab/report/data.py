@@ -246,6 +246,13 @@ class Group:
     trends: tuple[Trend, ...]
     overlays: tuple[Overlay, ...]
 
+    @property
+    def kinds(self) -> list[str]:
+        """The figures the group has, in the page's order (rtlab.report.plots.KINDS): a
+        rt-test keeps no histogram; no baseline, no overlay."""
+        return [kind for kind, panels in (("histogram", self.latency), ("trend", self.trends),
+                                          ("compare", self.overlays)) if panels]
+
 
 @attr.frozen
 class ReportData:
@@ -292,7 +299,7 @@ def collect(session: Session, selection: Selection, *, thresholds: Thresholds | 
     series the file cannot resolve (an unknown board) gets the limits its newest case was
     judged by. The comparisons run on ``workers`` (else on processes of their own);
     ``draw(group, kinds)`` is handed each drawn group as soon as its figures of those
-    kinds (rtlab.report.plots.kinds) can be drawn: the rest is read meanwhile."""
+    kinds (``Group.kinds``) can be drawn: the rest is read meanwhile."""
     # without the repository's file (an installed rtlab), the limits cases were judged by
     if thresholds is None and (thresholds_path is not None or DEFAULT_THRESHOLDS.is_file()):
         thresholds = load_thresholds(thresholds_path)
@@ -351,8 +358,8 @@ def collect(session: Session, selection: Selection, *, thresholds: Thresholds | 
     groups = [_group(key, chosen[key], measured, overlays, thresholds) for key in chosen]
     if draw is not None:
         for group in groups:
-            draw(group, [kind for kind, panels in (("histogram", group.latency),
-                                                   ("compare", group.overlays)) if panels])
+            # no trends yet: its histograms and overlays
+            draw(group, group.kinds)
     changes = (find_changes(session, selection.baseline_ref, boards=selection.boards,
                             flavours=selection.flavours, thresholds=thresholds, now=now,
                             series=counts)
@@ -360,8 +367,7 @@ def collect(session: Session, selection: Selection, *, thresholds: Thresholds | 
     groups = _with_trends(session, filters, groups, chosen, counts, thresholds, changes)
     if draw is not None:
         for group in groups:
-            if group.trends:
-                draw(group, ["trend"])
+            draw(group, [kind for kind in group.kinds if kind == "trend"])
     return ReportData(selection, now or _now(), tuple(rows), tuple(groups), left_out,
                       sum(total for total, _ in counts.values()), exposure.result(), changes)
 

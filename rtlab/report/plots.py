@@ -524,12 +524,6 @@ KINDS = {"histogram": "Latency histograms per CPU", "trend": "Trend of max and p
          "compare": "Candidate vs baseline histograms"}
 
 
-def kinds(group: Group) -> list[str]:
-    """The figures a group has (a rt-test keeps no histogram; no baseline, no overlay)."""
-    return [kind for kind, panels in (("histogram", group.latency), ("trend", group.trends),
-                                      ("compare", group.overlays)) if panels]
-
-
 def file_name(group: Group, kind: str) -> str:
     return f"{kind}-" + "-".join(_safe(part) for part in group_name(group.key).split("/")) + \
         ".png"
@@ -542,7 +536,7 @@ def figure(group: Group, kind: str) -> Figure:
 
 def figure_files(group: Group) -> dict[str, Figure]:
     """The figures of a group by file name."""
-    return {file_name(group, kind): figure(group, kind) for kind in kinds(group)}
+    return {file_name(group, kind): figure(group, kind) for kind in group.kinds}
 
 
 def _safe(text: str) -> str:

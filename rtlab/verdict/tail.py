@@ -169,7 +169,7 @@ def _candidates(hist: Histogram, min_exceedances: int,
     THRESHOLD_COUNTS (those within the p99 and ``max_exceedances``) that leaves at least
     twice ``min_exceedances`` above it, each distinct, and at least the p99's."""
     found: dict[int | None, int] = {}
-    ceiling = min(max(round(0.01 * hist.samples), 1), max_exceedances)
+    ceiling = min(max(round(THRESHOLD_FRACTIONS[0] * hist.samples), 1), max_exceedances)
     targets = {min(max(round(fraction * hist.samples), 1), max_exceedances)
                for fraction in THRESHOLD_FRACTIONS}
     targets.update(count for count in THRESHOLD_COUNTS if count <= ceiling)
