@@ -88,7 +88,8 @@ class NetworkPDUDriver(Driver, PowerResetMixin, PowerProtocol):
     request to the PDU bounded in time.
 
     Args:
-        delay: seconds between off and on in :meth:`cycle`
+        delay: seconds between off and on in :meth:`cycle`, and the least time
+            ``RTLabStrategy`` keeps the board off before switching it on again
         timeout: seconds the PDU may take to answer a request; a request given up on
             makes the next one wait for it up to ``timeout`` more
     """

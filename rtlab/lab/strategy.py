@@ -1,9 +1,10 @@
 """The one strategy for physical and virtual racks: off → flashed → shell.
 
 Physical places bind labgrid's ``USBSDMuxDriver`` (or ``USBSDWireDriver``) and
-``USBStorageDriver``; the virtual rack binds its stand-ins with the same methods. Power is
-any labgrid ``PowerProtocol``; both racks name rtlab's ``NetworkPDUDriver``
-(:mod:`rtlab.lab.pdu`), whose requests to the PDU are bounded in time. Console and shell
+``USBStorageDriver``; the virtual rack binds its stand-ins with the same methods. Power
+is any labgrid ``PowerProtocol``; both racks name rtlab's ``NetworkPDUDriver``
+(:mod:`rtlab.lab.pdu`), whose requests to the PDU are bounded in time. A board switched
+off and on again stays off for at least the power driver's ``delay``. Console and shell
 are labgrid's own drivers on both.
 
 Every way the lab can fail on the way to a shell ends in an ``InfrastructureError`` whose
@@ -278,6 +279,14 @@ class RTLabStrategy(Strategy):
             logger.warning("console check failed: %s", one_line(error))
             return False
 
+    def _off_delay(self) -> float:
+        """Seconds a board switched off stays off before it is switched on again: the
+        power driver's ``delay`` (labgrid's power drivers and NetworkPDUDriver keep it
+        there, and wait it only in their ``cycle``, which the strategy does not call); 0
+        for a driver that has none."""
+        delay = getattr(self.power, "delay", None)
+        return max(0.0, float(delay)) if delay is not None else 0.0
+
     def _outlet(self) -> str:
         port = getattr(self.power, "port", None)
         index = getattr(port, "index", None)
@@ -432,14 +441,16 @@ class RTLabStrategy(Strategy):
             return
         raise BootError(f"{cause} (boot attempt {self.boot_attempts} of {self.boot_attempts})")
 
-    def _drain_console(self) -> None:
+    def _drain_console(self, off_until: float) -> None:
         """Read away what the board printed before it was switched off (the end of a
-        panic, a prompt) so that the watch of the next boot judges only that boot."""
-        deadline = time.monotonic() + DRAIN_LIMIT_S
-        while time.monotonic() < deadline:
-            index, _, _, _ = self.console.expect([ANYTHING, pexpect.TIMEOUT],
-                                                 timeout=DRAIN_QUIET_S)
-            if index == 1:
+        panic, a prompt) so that the watch of the next boot judges only that boot. It
+        reads on until ``off_until`` (a ``time.monotonic()``) at least: the board is kept
+        off meanwhile, and what still arrives then is from before the switch-off too."""
+        deadline = max(time.monotonic() + DRAIN_LIMIT_S, off_until)
+        while (now := time.monotonic()) < deadline:
+            index, _, _, _ = self.console.expect(
+                [ANYTHING, pexpect.TIMEOUT], timeout=max(DRAIN_QUIET_S, off_until - now))
+            if index == 1 and time.monotonic() >= off_until:
                 return
 
     def _watch_boot(self, mark: int) -> None:
@@ -473,11 +484,17 @@ class RTLabStrategy(Strategy):
 
     def _boot_once(self) -> None:
         self._pdu("off", self.power.off)
+        # the board's off time runs from the PDU's confirmation: activating and draining
+        # the console count towards the delay its supply needs to discharge
+        off_since = time.monotonic()
+        delay = self._off_delay()
         try:
             self.target.activate(self.console)
         except Exception as error:
             raise ConsoleLost(f"serial console unavailable: {one_line(error)}") from error
-        self._drain_console()
+        self._drain_console(off_until=off_since + delay)
+        logger.info("%s off for %.1f s before power on (delay %g s)", self._outlet(),
+                    time.monotonic() - off_since, delay)
         mark = self.tap().mark()
         with timed("power on"):
             self._pdu("on", self.power.on)
