@@ -1,7 +1,9 @@
 """The one strategy for physical and virtual racks: off → flashed → shell.
 
 Physical places bind labgrid's ``USBSDMuxDriver`` (or ``USBSDWireDriver``) and
-``USBStorageDriver``; the virtual rack binds its stand-ins with the same methods. Power
+``USBStorageDriver``; the virtual rack binds its stand-ins with the same methods. An
+SDWire has no "off" (its card is with the board or with the host): where the strategy
+would switch a mux off, an SDWire's card goes to the side that serves the purpose. Power
 is any labgrid ``PowerProtocol``; both racks name rtlab's ``NetworkPDUDriver``
 (:mod:`rtlab.lab.pdu`), whose requests to the PDU are bounded in time. A board switched
 off and on again stays off for at least the power driver's ``delay``. Console and shell
@@ -28,7 +30,7 @@ import attr
 import pexpect
 import requests
 import serial
-from labgrid.driver import NetworkPowerDriver
+from labgrid.driver import NetworkPowerDriver, USBSDWire3Driver, USBSDWireDriver
 from labgrid.driver.usbstoragedriver import Mode
 from labgrid.factory import target_factory
 from labgrid.step import step
@@ -58,6 +60,9 @@ DRAIN_LIMIT_S = 5.0
 ANYTHING = re.compile(rb"[\s\S]+")
 # names the SD card image when the environment file has no `images:` entry for it
 IMAGE_VARIABLE = "LG_IMAGE"
+# labgrid's SDWire drivers switch the card between the board ("dut") and the host only:
+# their set_mode raises on "off"
+MUX_WITHOUT_OFF = (USBSDWireDriver, USBSDWire3Driver)
 
 
 class Status(enum.Enum):
@@ -242,8 +247,10 @@ class RTLabStrategy(Strategy):
     def cleanup(self) -> list[str]:
         """Leave the place in a defined state whatever happened: power off (and off again
         if a power-on rtlab gave up on is carried out after that), and the SD mux with the
-        board if the card holds a complete image, else off. Returns what could not be done
-        (each a one-line cause), after trying everything."""
+        board if the card holds a complete image, else off (an SDWire, which has no off:
+        the card with the host, where the board can not boot a half-written card).
+        Returns what could not be done (each a one-line cause), after trying
+        everything."""
         problems = []
         try:
             self.target.deactivate(self.shell)
@@ -255,7 +262,7 @@ class RTLabStrategy(Strategy):
         except Exception as error:  # noqa: BLE001
             problems.append(one_line(error))
         problems += self._keep_off()
-        mode = "dut" if self.card_complete else "off"
+        mode = "dut" if self.card_complete else self._mux_mode_off("host")
         try:
             self.target.activate(self.sdmux)
             self.sdmux.set_mode(mode)
@@ -278,6 +285,11 @@ class RTLabStrategy(Strategy):
         except Exception as error:  # noqa: BLE001 - any failure means "not answering"
             logger.warning("console check failed: %s", one_line(error))
             return False
+
+    def _mux_mode_off(self, instead: str) -> str:
+        """The mode that switches the SD mux off, or for a mux without one (an SDWire)
+        ``instead``: the side of the two that serves what the off was for."""
+        return instead if isinstance(self.sdmux, MUX_WITHOUT_OFF) else "off"
 
     def _off_delay(self) -> float:
         """Seconds a board switched off stays off before it is switched on again: the
@@ -388,9 +400,10 @@ class RTLabStrategy(Strategy):
         try:
             if replug:
                 # a retry starts from a fresh enumeration of the card on the host, as
-                # unplugging a USB card reader would
+                # unplugging a USB card reader would; an SDWire takes its card away from
+                # the host by handing it to the board, which is off while flashing
                 self.target.deactivate(self.storage)
-                self.sdmux.set_mode("off")
+                self.sdmux.set_mode(self._mux_mode_off("dut"))
             with timed("SD mux to host"):
                 self.sdmux.set_mode("host")
         except Exception as error:
