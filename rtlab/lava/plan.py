@@ -160,6 +160,10 @@ class Plan:
     """suite.yaml's priority (the rt-tests' runs are rebuilt with it)."""
     pipeline_jobs: int = 1
     """The pipeline's jobs that judge as many latency cases as this one."""
+    cmdline: str = ""
+    """The image's kernel command line the plan was made for (its isolcpus= decided the
+    CPUs): the job boots the kernel with it, so that the board runs what was planned
+    ("": a plan rendered before the field)."""
 
     @property
     def pipeline_cases(self) -> int:
@@ -207,7 +211,8 @@ class Plan:
                        sysinfo_commands=tuple(doc["sysinfo_commands"]),
                        priority=doc["priority"],
                        # a plan rendered before the field: one job, as it was rendered
-                       pipeline_jobs=doc.get("pipeline_jobs", 1))
+                       pipeline_jobs=doc.get("pipeline_jobs", 1),
+                       cmdline=doc.get("cmdline", ""))
         except (KeyError, TypeError) as error:
             raise PlanError(f"{source}: the rtlab plan lacks {error}") from None
 
@@ -297,7 +302,7 @@ def make_plan(*, board: str, flavour: str, suite: Suite, scenarios: Sequence[str
     return Plan(board=board, flavour=flavour, duration_s=duration_s, cpus=model.cpus,
                 isolated=isolated, image=dict(image), cases=tuple(cases),
                 sysinfo_commands=sysinfo_commands(), priority=suite.priority,
-                pipeline_jobs=pipeline_jobs)
+                pipeline_jobs=pipeline_jobs, cmdline=cmdline)
 
 
 def plan_of_job(text: str, source: str) -> Plan:

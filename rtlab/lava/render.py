@@ -166,12 +166,29 @@ def timeouts_for(plan: Plan) -> Timeouts:
 
 def kernel_args(board_tag: str, cmdline: str) -> str:
     """The kernel command line of the job: the image's, plus what the emulator needs on a
-    virtual board (the vlab adds the same); a physical device type names the console
-    itself, so the image's console= is left to it."""
+    virtual board (the vlab adds the same); on a physical board the image's console= is
+    left out, for the job names the console where the device type's boot commands do."""
     model = board_model(board_tag)
     if is_virtual(board_tag):
         return " ".join([cmdline, *model.qemu_append]).strip()
     return " ".join(word for word in cmdline.split() if not word.startswith("console="))
+
+
+def physical_console(board_tag: str, cmdline: str) -> str:
+    """The console (``device,baud``) a physical board's job boots with: the board model's,
+    where the image runs its getty and the lab's serial adapter listens. An image whose
+    command line names another was built for another wiring: its login would never reach
+    the lab's serial line, so it is refused here rather than timed out on the board."""
+    model = board_model(board_tag)
+    named = [word.removeprefix("console=") for word in cmdline.split()
+             if word.startswith("console=")]
+    devices = {name.split(",", 1)[0] for name in named}
+    if devices - {model.console_device}:
+        raise ValueError(f"the image's kernel command line names console "
+                         f"{', '.join(sorted(devices))}, but a {model.name}'s console is "
+                         f"{model.console} (rtlab.platform.boards): its getty would not "
+                         "answer on the lab's serial line (rebuild the image: rtlab image build)")
+    return model.console
 
 
 def template_for(board_tag: str) -> str:
@@ -191,9 +208,14 @@ def render_job(plan: Plan, source: BootSource, *, job_name: str | None = None,
     for name, value in (("job timeout", job_timeout_s), ("queue timeout", queue_timeout_s)):
         if value is not None and value < 1:
             raise ValueError(f"the {name} must be at least 1 s, got {value}")
+    if source.cmdline != plan.cmdline:
+        # the plan's CPUs come from its command line: a job booting another is misjudged
+        raise ValueError(f"the plan was made for the kernel command line {plan.cmdline!r}, "
+                         f"the boot files have {source.cmdline!r}")
     model = board_model(plan.board)
     steps = board.test_steps(board.board_files(plan))
     name = template_for(plan.board)
+    args = kernel_args(plan.board, plan.cmdline)
     values: dict[str, Any] = {
         "job_name": job_name or f"rtlab {plan.board} {plan.flavour} "
                                 f"{plan.image.get('image_id') or ''}".strip(),
@@ -201,24 +223,73 @@ def render_job(plan: Plan, source: BootSource, *, job_name: str | None = None,
         "plan_json": plan.to_json(), "login": LOGIN, "tags": list(tags),
         "timeouts": attr.evolve(timeouts_for(plan), job_seconds=job_timeout_s,
                                 queue_seconds=queue_timeout_s),
-        "urls": dict(source.urls), "kernel_args": kernel_args(plan.board, source.cmdline),
+        "urls": dict(source.urls), "kernel_args": args,
         "test": {"name": TEST_NAME, "steps": steps,
                  "description": f"rtlab latency suite: {len(plan.cases)} case(s) of "
                                 f"{plan.duration_s} s on {plan.board} ({plan.flavour})"},
     }
+    console = None
     if is_virtual(plan.board):
         wiring = QEMU_WIRING[model.qemu_machine]
         values["qemu"] = {"arch": wiring.arch, "cpu": wiring.cpu, "machine": model.qemu_machine,
                           "memory_mb": model.memory_mb, "nic": wiring.nic,
                           "extra_options": list(wiring.extra_options),
                           "sdcard_arg": wiring.sdcard_arg}
+    else:
+        if "'" in args:
+            # U-Boot gets the arguments inside the single quotes of `setenv bootargs '…'`
+            raise ValueError(f"the kernel command line {args!r} has a single quote, which "
+                             "U-Boot's setenv bootargs '…' cannot carry")
+        console = physical_console(plan.board, plan.cmdline)
+        values["console"] = console
     text = templates.render(name, folder, **values)
-    _check_rendered(text, name, folder, steps, values["plan_json"])
+    job = _check_rendered(text, name, folder, steps, values["plan_json"])
+    if console is not None:
+        _check_boot(job, f"{folder / name} (rendered)", args, console)
     return text
 
 
+def bootargs_of(commands: Sequence[str]) -> list[str]:
+    """The words of the ``setenv bootargs '…'`` line of U-Boot commands (LAVA's
+    base-uboot.jinja2 writes one such line per command set); ValueError unless there is
+    exactly one, for then the kernel's arguments are not what the line says."""
+    found = [command for command in commands if command.startswith("setenv bootargs ")]
+    if len(found) != 1:
+        raise ValueError(f"{len(found)} setenv bootargs lines in {list(commands)!r}")
+    value = found[0].removeprefix("setenv bootargs ").strip()
+    if value[:1] == "'" and value[-1:] == "'":
+        value = value[1:-1]
+    return value.split()
+
+
+def _check_boot(job: Mapping[str, Any], where: str, args: str, console: str) -> None:
+    """A physical job's own part of getting its kernel arguments to the kernel: either it
+    hands them to the device type (its context's extra_kernel_args, for a device type that
+    uses them) or its boot commands set them, with the board's console."""
+    try:
+        boot = next(a["boot"] for a in job["actions"] if "boot" in a)
+        commands = boot["commands"]
+    except (KeyError, TypeError, StopIteration) as error:
+        raise templates.TemplateError(f"{where}: no boot commands ({error})") from None
+    if isinstance(commands, str):
+        given = (job.get("context") or {}).get("extra_kernel_args")
+        if given != args:
+            raise templates.TemplateError(f"{where}: boot commands {commands!r} of the device "
+                                          f"type, but the context's extra_kernel_args is "
+                                          f"{given!r}, not {args!r}")
+        return
+    try:
+        words = bootargs_of(commands)
+    except ValueError as error:
+        raise templates.TemplateError(f"{where}: boot commands: {error}") from None
+    missing = [word for word in [f"console={console}", *args.split()] if word not in words]
+    if missing:
+        raise templates.TemplateError(f"{where}: the boot commands' bootargs lack "
+                                      f"{' '.join(missing)}")
+
+
 def _check_rendered(text: str, name: str, folder: Path, steps: list[str],
-                    plan_json: str) -> None:
+                    plan_json: str) -> dict[str, Any]:
     where = f"{folder / name} (rendered)"
     try:
         job = YAML(typ="safe").load(text)
@@ -229,7 +300,8 @@ def _check_rendered(text: str, name: str, folder: Path, steps: list[str],
                                       f"{getattr(error, 'problem', error)}") from None
     try:
         test = next(a["test"] for a in job["actions"] if "test" in a)
-        rendered = test["definitions"][0]["repository"]["run"]["steps"]
+        definition = test["definitions"][0]
+        rendered = definition["repository"]["run"]["steps"]
         kept = job["metadata"][METADATA_KEY]
     except (KeyError, TypeError, IndexError, StopIteration) as error:
         raise templates.TemplateError(f"{where}: no test definition steps or plan metadata "
@@ -240,3 +312,4 @@ def _check_rendered(text: str, name: str, folder: Path, steps: list[str],
     if kept != plan_json:
         raise templates.TemplateError(f"{where}: metadata {METADATA_KEY} does not read back "
                                       "as the plan")
+    return job

@@ -27,6 +27,7 @@ from rtlab.lava.plan import METADATA_KEY, PlanError, image_facts, make_plan, pla
 from rtlab.lava.templates import JOBS_DIR
 from rtlab.measure.suite import load_suite
 from rtlab.measure.window import LOAD_OVERRUN_S, started_loads, window_script
+from rtlab.platform import boards
 from rtlab.store import ingest_paths, open_store
 from rtlab.util.paths import REPO_ROOT
 from rtlab.verdict.thresholds import load_thresholds
@@ -99,22 +100,74 @@ def test_qemu_job_runs_the_windows_rtlab_measure_writes():
         "extra_options"]
 
 
+def physical_source(board_tag, cmdline=None):
+    console = boards.board_model(board_tag).console
+    return render.BootSource(urls={"kernel": "https://files/k", "dtb": "https://files/d",
+                                   "ramdisk": "https://files/r.cpio.gz", "sdcard": None},
+                             cmdline=cmdline or f"console={console} quiet isolcpus=3")
+
+
 @pytest.mark.parametrize("board_tag, device_type, kernel_type", [
     ("imx6q", "imx6q-sabrelite", "zimage"), ("rpi3", "bcm2837-rpi-3-b", "image")])
 def test_physical_jobs_boot_uboot_over_tftp(board_tag, device_type, kernel_type):
-    plan = plan_for(board_tag)
-    source = render.BootSource(urls={"kernel": "https://files/k", "dtb": "https://files/d",
-                                     "ramdisk": "https://files/r.cpio.gz", "sdcard": None},
-                               cmdline="console=ttyX0,115200 quiet isolcpus=3")
-    job = load(render.render_job(plan_for(board_tag, cmdline=source.cmdline), source))
+    source = physical_source(board_tag)
+    plan = plan_for(board_tag, cmdline=source.cmdline)
+    job = load(render.render_job(plan, source))
     assert job["device_type"] == device_type
     deploy, boot = job["actions"][0]["deploy"], job["actions"][1]["boot"]
     assert (deploy["to"], deploy["kernel"]["type"]) == ("tftp", kernel_type)
     assert deploy["ramdisk"] == {"url": "https://files/r.cpio.gz", "compression": "gz"}
-    assert (boot["method"], boot["commands"]) == ("u-boot", "ramdisk")
-    # the device type names the console; the rest of the image's command line goes along
-    assert job["context"]["extra_kernel_args"] == "quiet isolcpus=3"
-    assert plan.board == board_tag
+    assert boot["method"] == "u-boot"
+    # the plan's command line goes along, its console left to where the boot names it
+    # (what LAVA's device types make of it: tests/unit/test_lava_device_types.py)
+    assert plan.cmdline == source.cmdline
+    if board_tag == "imx6q":
+        assert boot["commands"] == "ramdisk"
+        assert job["context"]["extra_kernel_args"] == "quiet isolcpus=3"
+    else:
+        words = render.bootargs_of(boot["commands"])
+        console = boards.board_model("rpi3").console
+        assert [w for w in words if w.startswith("console=")] == [f"console={console}"]
+        assert {"quiet", "isolcpus=3"} <= set(words)
+        assert "context" not in job
+
+
+def test_a_physical_job_refuses_an_image_for_another_console_or_plan():
+    model = boards.board_model("rpi3")
+    # an image whose getty serves another UART than the lab's serial line listens on
+    other = physical_source("rpi3", f"console={model.console_device}9,115200 quiet")
+    with pytest.raises(ValueError, match=rf"names console {model.console_device}9.*"
+                                         rf"console is {re.escape(model.console)}"):
+        render.render_job(plan_for("rpi3", cmdline=other.cmdline), other)
+    # boot files whose command line is not the one the plan's CPUs were decided from
+    source = physical_source("rpi3")
+    with pytest.raises(ValueError, match="plan was made for the kernel command line"):
+        render.render_job(plan_for("rpi3", cmdline=f"console={model.console}"), source)
+    # U-Boot gets the arguments inside single quotes
+    quoted = physical_source("imx6q", "console=ttymxc1,115200 x='y'")
+    with pytest.raises(ValueError, match="single quote"):
+        render.render_job(plan_for("imx6q", cmdline=quoted.cmdline), quoted)
+
+
+@pytest.mark.parametrize("template, change", [
+    ("bcm2837-rpi-3-b.yaml.j2", ("~ kernel_args ~", "~")),
+    ("bcm2837-rpi-3-b.yaml.j2", ('"console=" ~ console ~ " ', '"')),
+    ("imx6q-sabrelite.yaml.j2", ("extra_kernel_args: {{ kernel_args | yaml_str }}",
+                                 "extra_kernel_args: \"quiet\"")),
+])
+def test_a_template_that_loses_the_plans_kernel_arguments_is_caught_at_render(
+        tmp_path, template, change):
+    jobs = tmp_path / "jobs"
+    shutil.copytree(JOBS_DIR, jobs)
+    path = jobs / template
+    text = path.read_text()
+    assert change[0] in text
+    path.write_text(text.replace(change[0], change[1]))
+    board_tag = "rpi3" if template.startswith("bcm") else "imx6q"
+    source = physical_source(board_tag)
+    with pytest.raises(ValueError, match=rf"{template} \(rendered\): .*(bootargs lack|"
+                                         "extra_kernel_args)"):
+        render.render_job(plan_for(board_tag, cmdline=source.cmdline), source, folder=jobs)
 
 
 def test_the_plan_skips_what_a_labgrid_run_skips_and_isolates_like_it():
@@ -518,7 +571,8 @@ def test_lavacli_gets_the_token_in_a_private_file_never_on_its_command_line(monk
 
 
 def test_the_local_device_dictionary_follows_the_jobs_context():
-    job = load(render.render_job(plan_for("qemu-rpi3"), qemu_source("console=ttyAMA0 quiet")))
+    source = qemu_source("console=ttyAMA0 quiet")
+    job = load(render.render_job(plan_for("qemu-rpi3", cmdline=source.cmdline), source))
     device = load(local.device_dictionary(job))
     qemu = device["actions"]["boot"]["methods"]["qemu"]["parameters"]
     assert qemu["command"] == "qemu-system-aarch64"

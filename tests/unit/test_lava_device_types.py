@@ -1,0 +1,149 @@
+"""rtlab's physical jobs on LAVA's own device types: lava-server renders the device type's
+template (a device dictionary that extends it, with the job's context) and lava-dispatcher's
+parser builds the job's pipeline and picks U-Boot's commands, as a lab's server and worker
+do. The plan's kernel arguments must reach the kernel, on the console the board model names,
+whatever the device type does with a job's extra_kernel_args. Needs Debian's lava-server
+and lava-dispatcher (the bootstrap's lava-server step); skipped without them."""
+
+import io
+
+import pytest
+from ruamel.yaml import YAML
+
+from rtlab.lava import devicetype, render, validate
+from rtlab.lava.plan import make_plan
+from rtlab.measure.suite import load_suite
+from rtlab.platform import boards
+
+DEVICE_TYPES = {"imx6q": "imx6q-sabrelite", "rpi3": "bcm2837-rpi-3-b"}
+# a Linux earlycon driver and the names its UARTs get as consoles
+EARLYCON_TTY = {"uart8250": "ttyS", "pl011": "ttyAMA", "ec_imx6q": "ttymxc"}
+
+
+def source_for(board_tag, args="quiet isolcpus=3"):
+    """Boot files of an image built for the board model as it is now (its console)."""
+    console = boards.board_model(board_tag).console
+    return render.BootSource(urls={"kernel": "https://files/k", "dtb": "https://files/d",
+                                   "ramdisk": "https://files/r.cpio.gz", "sdcard": None},
+                             cmdline=f"console={console} {args}")
+
+
+def plan_for(board_tag, source, flavour="rt"):
+    return make_plan(board=board_tag, flavour=flavour, suite=load_suite(),
+                     scenarios=["idle", "cpu100_isolated", "network"], intervals=[1000],
+                     duration_s=3, cmdline=source.cmdline, image={"image_id": "0123abcd"},
+                     rt_tests=["signaltest"])
+
+
+def plan_args(plan):
+    """The plan's kernel arguments, as the image's command line has them (its console is
+    the boot's to name)."""
+    return " ".join(w for w in plan.cmdline.split() if not w.startswith("console="))
+
+
+def on_device(job_text, **kwargs):
+    try:
+        return devicetype.boot_on_device(job_text, **kwargs)
+    except validate.LavaUnavailable as error:
+        pytest.skip(str(error))
+
+
+def rendered(board_tag, **kwargs):
+    source = source_for(board_tag)
+    plan = plan_for(board_tag, source)
+    return plan, render.render_job(plan, source, **kwargs)
+
+
+# ------------------------------------------------------ what the device types do ----
+
+
+def test_the_rpi3_device_type_drops_a_jobs_kernel_arguments_and_names_no_console():
+    """The issue's finding, on LAVA's own template: bcm2837-rpi-3-b.jinja2 sets
+    extra_kernel_args to its earlycon whatever the job's context or the device dictionary
+    says, and names no console (base-uboot.jinja2 writes console= only for console_device)."""
+    plan, text = rendered("rpi3")
+    # the job as it was before: the device type's `ramdisk` commands, the context's args
+    job = YAML(typ="safe").load(text)
+    next(a["boot"] for a in job["actions"] if "boot" in a)["commands"] = "ramdisk"
+    job["context"] = {"extra_kernel_args": plan_args(plan)}
+    stream = io.StringIO()
+    YAML(typ="safe").dump(job, stream)
+    naive = stream.getvalue()
+    for dictionary in ("", "{% set extra_kernel_args = 'quiet isolcpus=3' %}"):
+        boot = on_device(naive, dictionary=dictionary)
+        assert boot.commands == boot.device_commands
+        assert "isolcpus=3" not in boot.bootargs and "quiet" not in boot.bootargs
+        assert not any(w.startswith("console=") for w in boot.bootargs)
+        earlycon = [w for w in boot.bootargs if w.startswith("earlycon=")]
+        assert earlycon == ["earlycon=uart8250,mmio32,0x3f215040"]
+        assert devicetype.departures(boot, plan_args(plan), boards.board_model("rpi3").console)
+
+
+def test_the_imx6q_device_type_takes_the_jobs_arguments_unless_its_dictionary_sets_them():
+    plan, text = rendered("imx6q")
+    boot = on_device(text)
+    assert set(plan_args(plan).split()) <= set(boot.bootargs)
+    # what a lab's device dictionary sets wins over the job's context (documented)
+    boot = on_device(text, dictionary="{% set extra_kernel_args = 'nosmp' %}")
+    assert "nosmp" in boot.bootargs and "isolcpus=3" not in boot.bootargs
+
+
+# ------------------------------------------------- what rtlab's jobs make of them ----
+
+
+@pytest.mark.parametrize("board_tag", sorted(DEVICE_TYPES))
+@pytest.mark.parametrize("flavour", boards.FLAVOURS)
+def test_the_plans_kernel_arguments_reach_the_kernel_on_the_boards_console(board_tag,
+                                                                         flavour):
+    source = source_for(board_tag)
+    plan = plan_for(board_tag, source, flavour)
+    model = boards.board_model(board_tag)
+    text = render.render_job(plan, source)
+    for dictionary in ("", "{% set console_device = '" + model.console_device + "' %}"):
+        boot = on_device(text, dictionary=dictionary)
+        assert boot.device_type == DEVICE_TYPES[board_tag]
+        assert devicetype.departures(boot, plan_args(plan), model.console) == []
+        consoles = [w for w in boot.bootargs if w.startswith("console=")]
+        assert [c.removeprefix("console=").split(",")[0] for c in consoles] == [
+            model.console_device]
+        for word in plan_args(plan).split():
+            assert word in boot.bootargs, word
+        # the CPUs the plan measures on are the ones the kernel isolates
+        isolated = [w for w in boot.bootargs if w.startswith("isolcpus=")]
+        assert isolated == ["isolcpus=3"] and plan.isolated == (3,)
+
+
+def test_the_rpi3_job_keeps_the_device_types_commands_and_arguments():
+    plan, text = rendered("rpi3")
+    boot = on_device(text)
+    # the job's own list: the device type's, bootargs aside, with its earlycon kept
+    assert boot.commands != boot.device_commands
+    assert [c for c in boot.commands if "bootargs" not in c] == [
+        c for c in boot.device_commands if "bootargs" not in c]
+    assert "usb start" in boot.commands
+    own = [w for w in render.bootargs_of(boot.device_commands) if not w.startswith("console")]
+    assert set(own) <= set(boot.bootargs)
+
+
+def test_the_rpi3_console_is_the_uart_the_device_type_starts_the_kernel_on():
+    """The device type's earlycon is the mini UART (the header pins); the console the job
+    logs in on must be a UART of the same driver, or login: never reaches the lab."""
+    plan, text = rendered("rpi3")
+    boot = on_device(text)
+    earlycon = next(w for w in boot.bootargs if w.startswith("earlycon="))
+    driver = earlycon.removeprefix("earlycon=").split(",")[0]
+    model = boards.board_model("rpi3")
+    assert model.console_device.startswith(EARLYCON_TTY[driver]), (earlycon, model.console)
+
+
+def test_a_job_that_departs_from_the_device_type_is_told(tmp_path):
+    """The check itself: a job's list that lost the device type's `usb start` (the Pi's
+    network is on USB: no TFTP without it) or its console."""
+    plan, text = rendered("rpi3")
+    model = boards.board_model("rpi3")
+    no_usb = on_device(text.replace('    - "usb start"\n', ""))
+    assert any("not the device type's" in p
+               for p in devicetype.departures(no_usb, plan_args(plan), model.console))
+    other = on_device(text.replace(f"console={model.console}", "console=tty0"))
+    problems = devicetype.departures(other, plan_args(plan), model.console)
+    assert any("consoles are ['tty0']" in p for p in problems), problems
