@@ -34,6 +34,16 @@ TEST_NAME = "rtlab-latency"
 # line /init prints just before the login; env/virtual.yaml's ShellDriver waits for the same)
 LOGIN = {"login_prompt": "login:", "username": "root", "shell_prompt": "root@rtlab:",
          "start_message": "rtlab: rtlab-[a-z0-9]+ ready"}
+# A physical board's deploy and boot are tried this often (LAVA's failure_retry), as labs
+# run them (KernelCI retries its boots): a TFTP time-out or a board that hangs once in its
+# boot is the lab's fault, not the kernel's, and would void every case of the job.
+FAILURE_RETRY = 3
+# minutes, as LAVA wants them: all of a physical board's boot attempts (KernelCI gives a
+# boot about 20), and one attempt from the reset to the shell. LAVA 2023.01 gives every
+# action inside the boot the boot's own limit, so without the limit of an attempt a board
+# that hangs uses up all of it in its first attempt and is never retried.
+PHYSICAL_BOOT_MINUTES = 20
+BOOT_ATTEMPT_MINUTES = 6
 
 
 @attr.frozen
@@ -136,6 +146,8 @@ class Timeouts:
     job: int
     action: int = 10
     connection: int = 5
+    boot_attempt: int | None = None
+    """One of a physical board's boot attempts (None: the boot is not retried)."""
     job_seconds: int | None = None
     """The job's limit in seconds instead of ``job`` (rtlab lava render --job-timeout)."""
     queue_seconds: int | None = None
@@ -153,15 +165,22 @@ class Timeouts:
 def timeouts_for(plan: Plan) -> Timeouts:
     """Generous limits from the plan: a window's start under load may take what a labgrid
     run allows a loaded shell (LOADED_SHELL_TIMEOUT_S), the end as long again; printing the
-    evidence is seconds."""
+    evidence is seconds. A physical board's boot is retried (FAILURE_RETRY)."""
     def minutes(seconds: float) -> int:
         return max(1, math.ceil(seconds / 60))
     per_case = plan.duration_s + LOAD_MARGIN_S + 2 * LOADED_SHELL_TIMEOUT_S
     measured = sum(1 for case in plan.cases if case.skip is None)
     test = minutes(per_case * measured + 120)
-    deploy, boot = 10, 5
+    deploy = 10
+    if is_virtual(plan.board):
+        boot = 5
+        return Timeouts(deploy=deploy, boot=boot, test=test, quiet=minutes(per_case),
+                        job=deploy + boot + test + 5)
+    # LAVA 2023.01 starts a retry as long as the boot's limit has not passed and gives it
+    # a fresh limit: the last attempt may end one attempt after the boot's limit
+    boot, attempt = PHYSICAL_BOOT_MINUTES, BOOT_ATTEMPT_MINUTES
     return Timeouts(deploy=deploy, boot=boot, test=test, quiet=minutes(per_case),
-                    job=deploy + boot + test + 5)
+                    job=deploy + boot + attempt + test + 5, boot_attempt=attempt)
 
 
 def kernel_args(board_tag: str, cmdline: str) -> str:
@@ -242,6 +261,7 @@ def render_job(plan: Plan, source: BootSource, *, job_name: str | None = None,
                              "U-Boot's setenv bootargs '…' cannot carry")
         console = physical_console(plan.board, plan.cmdline)
         values["console"] = console
+        values["failure_retry"] = FAILURE_RETRY
     text = templates.render(name, folder, **values)
     job = _check_rendered(text, name, folder, steps, values["plan_json"])
     if console is not None:

@@ -2,8 +2,9 @@
 template (a device dictionary that extends it, with the job's context) and lava-dispatcher's
 parser builds the job's pipeline and picks U-Boot's commands, as a lab's server and worker
 do. The plan's kernel arguments must reach the kernel, on the console the board model names,
-whatever the device type does with a job's extra_kernel_args. Needs Debian's lava-server
-and lava-dispatcher (the bootstrap's lava-server step); skipped without them."""
+whatever the device type does with a job's extra_kernel_args; a boot that fails must be
+retried within its limit. Needs Debian's lava-server and lava-dispatcher (the bootstrap's
+lava-server step); skipped without them."""
 
 import io
 
@@ -147,3 +148,42 @@ def test_a_job_that_departs_from_the_device_type_is_told(tmp_path):
     other = on_device(text.replace(f"console={model.console}", "console=tty0"))
     problems = devicetype.departures(other, plan_args(plan), model.console)
     assert any("consoles are ['tty0']" in p for p in problems), problems
+
+
+# --------------------------------------------------------------- retries, timeouts ----
+
+
+@pytest.mark.parametrize("board_tag", sorted(DEVICE_TYPES))
+def test_a_physical_boot_is_retried_within_its_limit(board_tag):
+    plan, text = rendered(board_tag)
+    boot = on_device(text)
+    whole, attempt = boot.action("uboot-action"), boot.action("uboot-commands")
+    # LAVA's parser read the job's failure_retry and the limit of one attempt
+    assert whole.max_retries == render.FAILURE_RETRY > 1
+    assert whole.timeout_s == render.PHYSICAL_BOOT_MINUTES * 60
+    assert attempt.timeout_s == render.BOOT_ATTEMPT_MINUTES * 60
+    # every attempt fits in the boot's limit, so a hang leaves time for the next one
+    assert whole.max_retries * attempt.timeout_s <= whole.timeout_s
+    # the deploy is retried too
+    deploy = next(a for a in boot.actions if a.level == "1")
+    assert deploy.max_retries == render.FAILURE_RETRY
+    # the job outlives a boot whose last retry started just before the boot's limit
+    test = next(a for a in boot.actions if a.name == "lava-test-retry")
+    assert boot.job_timeout_s >= (deploy.timeout_s + whole.timeout_s + attempt.timeout_s
+                                  + test.timeout_s)
+
+
+def test_the_retried_jobs_validate_and_the_qemu_job_is_not_retried(tmp_path):
+    jobs = []
+    for board_tag in sorted(DEVICE_TYPES):
+        job = tmp_path / f"{board_tag}.yaml"
+        job.write_text(rendered(board_tag)[1])
+        jobs.append(job)
+        assert "failure_retry: 3" in job.read_text()
+    passed, problems = validate.validate(jobs)
+    assert problems == [] and len(passed) == 2
+    source = render.BootSource(urls={"kernel": "file:///k", "dtb": "file:///d",
+                                     "ramdisk": "file:///r", "sdcard": None},
+                               cmdline="console=ttymxc1,115200 quiet")
+    qemu = render.render_job(plan_for("qemu-imx6q", source), source)
+    assert "failure_retry" not in qemu
