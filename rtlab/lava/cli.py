@@ -54,11 +54,19 @@ def _rt_tests(text: str | None) -> list[str] | None:
 
 def _render(args: argparse.Namespace) -> int:
     from rtlab.lava.plan import board_model, image_facts, is_virtual, make_plan
-    from rtlab.lava.render import boot_files, local_source, render_job, served_source
+    from rtlab.lava.render import (
+        LavaRelease,
+        boot_files,
+        local_source,
+        render_job,
+        served_source,
+    )
     from rtlab.measure.suite import load_suite
     from rtlab.util.atomic import write_atomic
 
     model = board_model(args.board)
+    lava = (LavaRelease.parse(args.lava_version) if args.lava_version
+            else LavaRelease.from_environment())
     image = Path(args.image) if args.image else paths.images_dir() / f"{model.name}-{args.flavour}"
     out = Path(args.out) if args.out else DEFAULT_OUT / f"{args.board}-{args.flavour}.yaml"
     boot_dir = Path(args.boot_dir) if args.boot_dir else out.with_name(f"{out.stem}-boot")
@@ -79,7 +87,7 @@ def _render(args: argparse.Namespace) -> int:
                      pipeline_jobs=args.pipeline_jobs)
     text = render_job(plan, source, job_name=args.job_name, priority=args.priority,
                       tags=_names(args.tags) or (), job_timeout_s=args.job_timeout,
-                      queue_timeout_s=args.queue_timeout)
+                      queue_timeout_s=args.queue_timeout, lava=lava)
     write_atomic(out, text)
     measured = sum(1 for case in plan.cases if case.skip is None)
     print(f"{out}: {len(plan.cases)} case(s), {measured} measured, {args.duration} s each; "
@@ -277,6 +285,10 @@ def register(sub: "Actions") -> None:
     render.add_argument("--queue-timeout", type=int, metavar="SECONDS",
                         help="LAVA cancels the job if no device took it by then (default: "
                              "it waits as long as it takes)")
+    render.add_argument("--lava-version", metavar="YEAR.MONTH",
+                        help="the release of the LAVA server that runs the job: from 2026.01 "
+                             "the test lists the cases it reports (expected:) (default: "
+                             "$RTLAB_LAVA_VERSION, else 2023.01, whose schema lacks the key)")
     render.add_argument("--out", help=f"the job file (default: {DEFAULT_OUT}/BOARD-FLAVOUR.yaml)")
     render.set_defaults(func=_render)
 

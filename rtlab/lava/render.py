@@ -8,6 +8,7 @@ the board.
 """
 
 import math
+import os
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -44,6 +45,47 @@ FAILURE_RETRY = 3
 # that hangs uses up all of it in its first attempt and is never retried.
 PHYSICAL_BOOT_MINUTES = 20
 BOOT_ATTEMPT_MINUTES = 6
+# The LAVA release whose job schema rtlab renders for when nothing says otherwise: Debian
+# bookworm's, which `rtlab lava validate` checks against and `rtlab lava server` runs.
+DEFAULT_LAVA_VERSION = "2023.01"
+LAVA_VERSION_VARIABLE = "RTLAB_LAVA_VERSION"
+# LAVA 2026.01 takes a test definition's expected case list in the job (`expected:`); its
+# server then fails a case the board never reported, even when the job died before the test.
+EXPECTED_CASES_SINCE = (2026, 1)
+
+
+@attr.frozen
+class LavaRelease:
+    """The LAVA release of the server a job is for: what its job schema accepts."""
+
+    version: tuple[int, int]
+
+    @classmethod
+    def parse(cls, text: str) -> "LavaRelease":
+        """``2023.01``, ``2026.01.1``, ``2026.1``: the year and month of a LAVA release."""
+        parts = text.strip().split(".")
+        try:
+            year, month = int(parts[0]), int(parts[1])
+        except (IndexError, ValueError):
+            raise ValueError(f"LAVA version {text!r}: not YEAR.MONTH (e.g. 2023.01)") from None
+        if not (2000 <= year <= 2999 and 1 <= month <= 12):
+            raise ValueError(f"LAVA version {text!r}: not YEAR.MONTH (e.g. 2023.01)")
+        return cls((year, month))
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> "LavaRelease":
+        """RTLAB_LAVA_VERSION (set beside RTLAB_LAVA_URL for a lab's server), else the
+        release rtlab validates against."""
+        environ = os.environ if environ is None else environ
+        return cls.parse(environ.get(LAVA_VERSION_VARIABLE) or DEFAULT_LAVA_VERSION)
+
+    @property
+    def expected_cases(self) -> bool:
+        """Whether a test definition may carry the list of the cases it reports."""
+        return self.version >= EXPECTED_CASES_SINCE
+
+    def __str__(self) -> str:
+        return f"{self.version[0]}.{self.version[1]:02d}"
 
 
 @attr.frozen
@@ -219,11 +261,13 @@ def template_for(board_tag: str) -> str:
 def render_job(plan: Plan, source: BootSource, *, job_name: str | None = None,
                priority: str = "medium", folder: Path = templates.JOBS_DIR,
                tags: Sequence[str] = (), job_timeout_s: int | None = None,
-               queue_timeout_s: int | None = None) -> str:
+               queue_timeout_s: int | None = None,
+               lava: LavaRelease | None = None) -> str:
     """The job's YAML text. Raises :class:`rtlab.lava.templates.TemplateError` naming the
     template when it cannot be rendered or does not carry what went in. ``tags``: LAVA
     device tags the job's device must have; ``job_timeout_s`` replaces the job's limit
-    taken from the plan; ``queue_timeout_s``: how long it may wait for a device."""
+    taken from the plan; ``queue_timeout_s``: how long it may wait for a device; ``lava``:
+    the release of the server that runs it (default: DEFAULT_LAVA_VERSION)."""
     for name, value in (("job timeout", job_timeout_s), ("queue timeout", queue_timeout_s)):
         if value is not None and value < 1:
             raise ValueError(f"the {name} must be at least 1 s, got {value}")
@@ -231,6 +275,7 @@ def render_job(plan: Plan, source: BootSource, *, job_name: str | None = None,
         # the plan's CPUs come from its command line: a job booting another is misjudged
         raise ValueError(f"the plan was made for the kernel command line {plan.cmdline!r}, "
                          f"the boot files have {source.cmdline!r}")
+    lava = lava or LavaRelease.parse(DEFAULT_LAVA_VERSION)
     model = board_model(plan.board)
     steps = board.test_steps(board.board_files(plan))
     name = template_for(plan.board)
@@ -245,7 +290,11 @@ def render_job(plan: Plan, source: BootSource, *, job_name: str | None = None,
         "urls": dict(source.urls), "kernel_args": args,
         "test": {"name": TEST_NAME, "steps": steps,
                  "description": f"rtlab latency suite: {len(plan.cases)} case(s) of "
-                                f"{plan.duration_s} s on {plan.board} ({plan.flavour})"},
+                                f"{plan.duration_s} s on {plan.board} ({plan.flavour})",
+                 # what the driver reports, so that a server that knows the key fails a
+                 # case the board never reached (an older schema refuses the key)
+                 "expected": [case.lava_name for case in plan.cases]
+                             if lava.expected_cases else []},
     }
     console = None
     if is_virtual(plan.board):
@@ -263,7 +312,8 @@ def render_job(plan: Plan, source: BootSource, *, job_name: str | None = None,
         values["console"] = console
         values["failure_retry"] = FAILURE_RETRY
     text = templates.render(name, folder, **values)
-    job = _check_rendered(text, name, folder, steps, values["plan_json"])
+    job = _check_rendered(text, name, folder, steps, values["plan_json"],
+                          values["test"]["expected"])
     if console is not None:
         _check_boot(job, f"{folder / name} (rendered)", args, console)
     return text
@@ -309,7 +359,7 @@ def _check_boot(job: Mapping[str, Any], where: str, args: str, console: str) -> 
 
 
 def _check_rendered(text: str, name: str, folder: Path, steps: list[str],
-                    plan_json: str) -> dict[str, Any]:
+                    plan_json: str, expected: list[str]) -> dict[str, Any]:
     where = f"{folder / name} (rendered)"
     try:
         job = YAML(typ="safe").load(text)
@@ -332,4 +382,7 @@ def _check_rendered(text: str, name: str, folder: Path, steps: list[str],
     if kept != plan_json:
         raise templates.TemplateError(f"{where}: metadata {METADATA_KEY} does not read back "
                                       "as the plan")
+    if definition.get("expected", []) != expected:
+        raise templates.TemplateError(f"{where}: the test definition's expected cases are "
+                                      f"{definition.get('expected')!r}, not {expected!r}")
     return job

@@ -7,11 +7,12 @@ retried within its limit. Needs Debian's lava-server and lava-dispatcher (the bo
 lava-server step); skipped without them."""
 
 import io
+import re
 
 import pytest
 from ruamel.yaml import YAML
 
-from rtlab.lava import devicetype, render, validate
+from rtlab.lava import board, devicetype, render, validate
 from rtlab.lava.plan import make_plan
 from rtlab.measure.suite import load_suite
 from rtlab.platform import boards
@@ -187,3 +188,68 @@ def test_the_retried_jobs_validate_and_the_qemu_job_is_not_retried(tmp_path):
                                cmdline="console=ttymxc1,115200 quiet")
     qemu = render.render_job(plan_for("qemu-imx6q", source), source)
     assert "failure_retry" not in qemu
+
+
+# ----------------------------------------------------------------- expected cases ----
+
+
+def reported(plan):
+    """The LAVA test cases the board's driver reports (its skipped/measure lines)."""
+    driver = board.board_files(plan)[board.DRIVER]
+    return [m.group(1) or m.group(2) for m in
+            re.finditer(r"^(?:skipped (\S+)|measure \d+ (\S+) )", driver, re.M)]
+
+
+def definition(text):
+    job = YAML(typ="safe").load(text)
+    return next(a["test"] for a in job["actions"] if "test" in a)["definitions"][0]
+
+
+def test_expected_cases_only_for_a_server_that_knows_them(tmp_path, monkeypatch):
+    plan, text = rendered("imx6q")
+    assert "expected" not in definition(text)
+    newer = render.render_job(plan, source_for("imx6q"),
+                              lava=render.LavaRelease.parse("2026.01"))
+    names = definition(newer)["expected"]
+    assert names == reported(plan) and len(names) == len(plan.cases) == 4
+    assert "network-1000us" in names and "signaltest" in names
+    # the installed LAVA (2023.01) refuses the key: that is why it is off by default
+    old, new = tmp_path / "old.yaml", tmp_path / "new.yaml"
+    old.write_text(text)
+    new.write_text(newer)
+    passed, problems = validate.validate([old, new])
+    assert passed == [str(old)]
+    assert len(problems) == 1 and problems[0].startswith(f"{new}:")
+    assert "expected" in problems[0]
+    # the setting beside the server's URL
+    monkeypatch.setenv(render.LAVA_VERSION_VARIABLE, "2026.02")
+    assert render.LavaRelease.from_environment().expected_cases
+    monkeypatch.setenv(render.LAVA_VERSION_VARIABLE, "2025.11")
+    assert not render.LavaRelease.from_environment().expected_cases
+    monkeypatch.delenv(render.LAVA_VERSION_VARIABLE)
+    assert str(render.LavaRelease.from_environment()) == render.DEFAULT_LAVA_VERSION
+    with pytest.raises(ValueError, match="YEAR.MONTH"):
+        render.LavaRelease.parse("latest")
+
+
+def test_the_cli_renders_expected_cases_for_the_server_it_is_told_of(tmp_path, monkeypatch,
+                                                                    capsys):
+    from rtlab.cli import main
+
+    source = source_for("imx6q")
+    manifest = {"board": "imx6q", "flavour": "rt", "image_id": "0123abcd"}
+    monkeypatch.setattr(render, "boot_files", lambda image, out: render.BootFiles(
+        out, "zImage", "imx6q-sabrelite.dtb", render.RAMDISK, source.cmdline, manifest))
+    monkeypatch.delenv(render.LAVA_VERSION_VARIABLE, raising=False)
+    common = ["lava", "render", "--board", "imx6q", "--flavour", "rt", "--scenarios", "idle",
+              "--intervals", "1000", "--rt-tests", "none", "--boot-url", "https://files",
+              "--image", str(tmp_path)]
+    assert main([*common, "--out", str(tmp_path / "old.yaml")]) == 0
+    assert "expected" not in definition((tmp_path / "old.yaml").read_text())
+    assert main([*common, "--lava-version", "2026.01", "--out", str(tmp_path / "new.yaml")]) == 0
+    assert definition((tmp_path / "new.yaml").read_text())["expected"] == ["idle-1000us"]
+    monkeypatch.setenv(render.LAVA_VERSION_VARIABLE, "2026.04")
+    assert main([*common, "--out", str(tmp_path / "env.yaml")]) == 0
+    assert definition((tmp_path / "env.yaml").read_text())["expected"] == ["idle-1000us"]
+    assert main([*common, "--lava-version", "soon", "--out", str(tmp_path / "x.yaml")]) == 2
+    assert "YEAR.MONTH" in capsys.readouterr().err
