@@ -32,7 +32,7 @@ EXTRAS="${RTLAB_PIP_EXTRAS:-dev}"
 
 HOST_PACKAGES="qemu-system-arm bmap-tools socat cpio device-tree-compiler mtools dosfstools
 fdisk e2fsprogs xz-utils zstd binutils microcom telnet python3-venv iproute2 procps postgresql
-lava-common busybox-static"
+lava-common busybox-static u-boot-tools"
 GUEST_ARCHES="armhf arm64"
 KERNEL_PACKAGES="gcc-arm-linux-gnueabihf gcc-aarch64-linux-gnu bc bison flex libssl-dev ccache
 u-boot-tools libelf-dev make gcc libc6-dev dpkg-dev patch xz-utils git"

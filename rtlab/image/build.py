@@ -34,7 +34,7 @@ from rtlab.artifacts.kernel_info import (
 )
 from rtlab.artifacts.manifest import FILE_NAME as MANIFEST
 from rtlab.artifacts.manifest import SCHEMA_VERSION, write_image_manifest
-from rtlab.image import rootfs, sdcard, tools
+from rtlab.image import bootchain, rootfs, sdcard, tools
 from rtlab.image.rootfs import FILES_DIR, RootfsBuilder, write_initramfs
 from rtlab.image.sdcard import (
     BMAP,
@@ -237,7 +237,8 @@ def _builder_digest() -> str:
     digest = hashlib.sha256()
     sources = [Path(boards.__file__), Path(debian.__file__), Path(__file__)]
     # the image's contents are made there: a change to them must rebuild too
-    sources += [Path(rootfs.__file__), Path(sdcard.__file__), Path(tools.__file__)]
+    sources += [Path(rootfs.__file__), Path(sdcard.__file__), Path(tools.__file__),
+                Path(bootchain.__file__)]
     sources += sorted(p for p in FILES_DIR.iterdir() if p.is_file())
     for path in sources:
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
@@ -353,7 +354,7 @@ class _Builder:
         # where a Debian system keeps it, so the board can tell which kernel it runs
         (self.rootfs / "boot").mkdir()
         shutil.copyfile(config_path, self.rootfs / "boot" / f"config-{release}")
-        modules, builtin = files.install_modules(kernel, release)
+        modules, builtin, absent_nics = files.install_modules(kernel, release)
         self.boot.mkdir()
         (self.boot / "extlinux").mkdir()
         files.install_kernel(kernel, release)
@@ -369,6 +370,8 @@ class _Builder:
         (self.boot / EXTLINUX_CONF).write_text(
             extlinux_conf(model, self.flavour, kernel_name, kernel.version, append)
         )
+        boot_chain = bootchain.install_boot_chain(model, self.flavour, self.boot, append,
+                                                  self.apt, self.apt.cache_dir, self.progress)
 
         sd = self.work / SD_IMAGE
         make_sd_image(sd, self.boot, f"{model.name}-{self.flavour}")
@@ -395,9 +398,13 @@ class _Builder:
                 "hz": hz,
                 "modules": modules,
                 "builtin_modules": builtin,
+                # the physical board's NIC drivers this kernel lacks (a lean build)
+                "absent_nic_modules": absent_nics,
                 **self._kernel_origin(),
             },
             "cmdline": append,
+            # what the board's boot chain reads from the card besides the kernel's files
+            "boot_chain": boot_chain,
             "packages": [
                 {"name": p.name, "version": p.version, "arch": p.arch} for p in userland.packages
             ],

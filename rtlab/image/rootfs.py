@@ -19,8 +19,8 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 
-from rtlab.image.tools import EPOCH, ImageError, run
-from rtlab.platform import boards, debian
+from rtlab.image.tools import EPOCH, ImageError
+from rtlab.platform import debian
 from rtlab.platform.boards import BoardModel
 
 FILES_DIR = Path(__file__).parent / "files"
@@ -138,6 +138,8 @@ class RootfsBuilder:
         console = self.model.console_device
         shutil.copy2(FILES_DIR / "init", root / "init")
         (root / "init").chmod(0o755)
+        shutil.copy2(FILES_DIR / "udhcpc.script", root / "etc/rtlab/udhcpc.script")
+        (root / "etc/rtlab/udhcpc.script").chmod(0o755)
         etc = root / "etc"
         (etc / "hostname").write_text(f"rtlab-{board}\n")
         # An empty password field: busybox login lets root in without asking.
@@ -157,10 +159,11 @@ class RootfsBuilder:
         )
 
     def install_modules(self, kernel: debian.DebPackage,
-                         release: str) -> tuple[list[str], list[str]]:
+                         release: str) -> tuple[list[str], list[str], list[str]]:
         """Copy the board's modules and their dependencies; returns them in load order,
-        and the board's modules the kernel has built in (nothing to load: a kernel built
-        without module support has them all built in)."""
+        the board's modules the kernel has built in (nothing to load: a kernel built
+        without module support has them all built in), and the physical board's NIC
+        drivers the kernel has neither as a module nor built in."""
         src = kernel.root / "lib/modules" / release
         index: dict[str, list[Path]] = {}
         if (src / "kernel").is_dir():
@@ -197,6 +200,15 @@ class RootfsBuilder:
 
         for module in self.model.modules:
             visit(module, ())
+        # the physical board's NIC: a kernel built for the lab has it, a lean one built for
+        # the virtual rack may not; the manifest says which are absent
+        absent = []
+        for module in self.model.nic_modules:
+            name = _module_name(module)
+            if name in index or name in builtin:
+                visit(name, ())
+            else:
+                absent.append(name)
 
         dest = self.rootfs / "lib/modules" / release
         rel = {name: index[name][0].relative_to(src).as_posix() for name in order}
@@ -229,7 +241,7 @@ class RootfsBuilder:
         (self.rootfs / "etc/rtlab/modules").write_text(
             "".join(f"# built in: {n}\n" for n in present)
             + "".join(rel[n] + "\n" for n in order))
-        return [rel[n] for n in order], present
+        return [rel[n] for n in order], present, absent
 
     # -- boot files ----------------------------------------------------------------------
 
@@ -247,21 +259,16 @@ class RootfsBuilder:
         src = kernel.root / "usr/lib" / f"linux-image-{release}" / self.model.dtb
         if not src.is_file():
             raise ImageError(f"{kernel.name} {kernel.version} ships no {self.model.dtb}")
-        dtb = self.boot / PurePosixPath(self.model.dtb).name
-        shutil.copyfile(src, dtb)
-        for node in self.model.dtb_remove_nodes:
-            run(["fdtput", "-r", str(dtb), node])
-        for prop in self.model.dtb_properties:
-            run(["fdtput", "-t", prop.kind, str(dtb), prop.node, prop.name, *prop.values])
+        # as the kernel package ships it: the card is a physical board's, and what only the
+        # emulator needs never goes on it
+        shutil.copyfile(src, self.boot / PurePosixPath(self.model.dtb).name)
 
 def network_settings(model: BoardModel) -> str:
-    """/etc/rtlab/network, which /init sources: the static address on QEMU's user-mode
-    network, or why the board has none."""
+    """/etc/rtlab/network, which /init sources: DHCP on the lab's network (the virtual
+    rack's QEMU network answers DHCP too), or why the board has none. A place with a fixed
+    address gives it on the kernel command line (rtlab.ip=ADDRESS/PREFIX,GATEWAY)."""
     if model.has_network:
-        return (
-            f"NET_ADDRESS={boards.GUEST_ADDRESS}/{boards.GUEST_PREFIX}\n"
-            f"NET_GATEWAY={boards.GATEWAY}\n"
-        )
+        return "NET_DHCP=1\n"
     return f"NET_NONE={shlex.quote(str(model.no_network))}\n"
 
 

@@ -1,7 +1,8 @@
 """The SD card a real board would get flashed: an MBR with a FAT boot partition (kernel,
-device tree, initramfs and a U-Boot distro-boot /extlinux/extlinux.conf) and an ext4 data
-partition. The virtual rack boots whatever that extlinux.conf says, so the card is the
-single source of truth for what runs.
+device tree, initramfs, a U-Boot distro-boot /extlinux/extlinux.conf and what else the
+board's boot chain reads, :mod:`.bootchain`) and an ext4 data partition. The virtual rack
+boots the card through the board's own U-Boot, so the card is the single source of truth
+for what runs.
 
 No loop devices, mounts or root file system tools: partitions are built as separate files
 (mkfs.vfat + mtools, mkfs.ext4) and copied into the sparse image at their offsets, so an
@@ -31,6 +32,11 @@ SD_IMAGE = "sdcard.img"
 BMAP = "sdcard.img.bmap"
 INITRD = "initrd.img"
 EXTLINUX_CONF = "extlinux/extlinux.conf"
+# A U-Boot variable the card's command line ends with: unset, it adds nothing; set at the
+# U-Boot prompt (`setenv rtlab_bootargs initcall_debug; boot`), it adds kernel parameters
+# for one boot without reflashing. U-Boot expands it in extlinux.conf's APPEND as in a
+# boot script. The virtual rack passes its fault switches and emulator settings this way.
+BOOTARGS_VARIABLE = "rtlab_bootargs"
 
 
 def extlinux_conf(model: BoardModel, flavour: str, kernel_name: str, version: str,
@@ -38,13 +44,13 @@ def extlinux_conf(model: BoardModel, flavour: str, kernel_name: str, version: st
     label = f"rtlab-{model.name}-{flavour}"
     return (
         f"# rtlab {model.name} {flavour}: {kernel_name} {version}\n"
-        "# U-Boot distro boot configuration; the virtual rack boots exactly this.\n"
+        "# U-Boot distro boot configuration; the virtual rack's U-Boot boots exactly this.\n"
         f"DEFAULT {label}\n"
         f"LABEL {label}\n"
         f"    KERNEL /{model.kernel_image}\n"
         f"    FDT /{PurePosixPath(model.dtb).name}\n"
         f"    INITRD /{INITRD}\n"
-        f"    APPEND {append}\n"
+        f"    APPEND {append} ${{{BOOTARGS_VARIABLE}}}\n"
     )
 
 

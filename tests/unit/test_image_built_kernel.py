@@ -95,9 +95,11 @@ def test_built_in_drivers_count_as_present(tmp_path):
     builder = rootfs.RootfsBuilder(MODEL, "rt", None, work / "rootfs", work / "boot")  # type: ignore[arg-type]
     for folder in ("etc/rtlab", f"lib/modules/{RELEASE}"):  # as make_rootfs leaves them
         (builder.rootfs / folder).mkdir(parents=True)
-    modules, builtin = builder.install_modules(kernel, RELEASE)
+    modules, builtin, absent_nics = builder.install_modules(kernel, RELEASE)
     assert modules == []
     assert builtin == [rootfs._module_name(m) for m in MODEL.modules]
+    # the physical board's PHY driver is in neither: the manifest says so, no error
+    assert absent_nics == [rootfs._module_name(m) for m in MODEL.nic_modules]
     # /init skips comment lines: nothing to insmod, and the image says why
     listed = (builder.rootfs / "etc/rtlab/modules").read_text().splitlines()
     assert all(line.startswith("# built in: ") for line in listed), listed

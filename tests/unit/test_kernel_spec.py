@@ -49,7 +49,8 @@ def test_repository_boards_and_flavours():
     assert imx.make_vars == ["ARCH=arm", "CROSS_COMPILE=arm-linux-gnueabihf-"]
     rpi = boards["rpi3"]
     assert (rpi.arch, rpi.image_path) == ("arm64", "arch/arm64/boot/Image")
-    assert "console=ttyAMA0,115200" in rpi.full_cmdline
+    # the mini UART on the header pins, the console the image and its getty use
+    assert "console=ttyS1,115200" in rpi.full_cmdline
     flavours = load_flavours()
     assert {name: f.thresholds for name, f in flavours.items()} == {
         "preempt-none": "std", "preempt-voluntary": "std", "preempt": "std",
