@@ -1,21 +1,29 @@
-"""Boot a virtual board from its SD card: bootloader emulation and the QEMU command line.
+"""Boot a virtual board from its SD card: the QEMU command line that starts the board's
+U-Boot (:mod:`.bootrom` says which), and the card's boot files read as U-Boot reads them.
 
-`read_boot_config` does what U-Boot's distro boot does on the real boards (MBR, first FAT
-partition, /extlinux/extlinux.conf, load kernel/FDT/initrd); QEMU then gets those files
-directly (-kernel/-dtb/-initrd/-append), so what boots is what was written to the card.
+The virtual rack boots through the board's real U-Boot; `read_boot_config` does what
+U-Boot's distro boot does (MBR, first FAT partition, /extlinux/extlinux.conf, load
+kernel/FDT/initrd, expand the U-Boot variables of APPEND) for the doors that hand the
+kernel to QEMU themselves (a LAVA QEMU job).
 """
 
 from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import struct
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 import attrs
 
 from rtlab.platform.boards import GATEWAY, GUEST_ADDRESS, GUEST_PREFIX, STREAM_PORT, BoardModel
+
+if TYPE_CHECKING:
+    from rtlab.vlab.bootrom import FirstStage
 
 SECTOR = 512
 _FAT_TYPES = {0x01, 0x04, 0x06, 0x0B, 0x0C, 0x0E, 0xEF}
@@ -43,13 +51,24 @@ class _Label:
     append: str = ""
 
 
-def read_boot_config(sd_image: Path, workdir: Path) -> BootFiles:
-    """Read the card like U-Boot distro boot does and copy the boot files into workdir."""
-    offset = _first_partition_offset(sd_image)
-    part = f"{sd_image}@@{offset}"
+# U-Boot's ${name} in extlinux.conf's APPEND (cli_simple_process_macros): an unset
+# variable expands to nothing
+_VARIABLE = re.compile(r"\$\{([A-Za-z0-9_.]+)\}")
+
+
+def boot_partition(sd_image: Path) -> str:
+    """The card's first partition as mtools names it (``image@@offset``)."""
+    return f"{sd_image}@@{_first_partition_offset(sd_image)}"
+
+
+def read_boot_config(sd_image: Path, workdir: Path,
+                     variables: Mapping[str, str] | None = None) -> BootFiles:
+    """Read the card like U-Boot distro boot does and copy the boot files into workdir;
+    ``variables``: U-Boot's environment, as APPEND's ${…} sees it (none set: empty)."""
+    part = boot_partition(sd_image)
     workdir.mkdir(parents=True, exist_ok=True)
     conf_file = workdir / "extlinux.conf"
-    if _mcopy(part, _CONF, conf_file) is not None:
+    if copy_from_card(part, _CONF, conf_file) is not None:
         if _mtools(["mdir", "-i", part, "::/"]).returncode != 0:
             raise BootConfigError("SD card partition 1 is not a readable FAT file system")
         raise BootConfigError(f"no {_CONF} on SD card partition 1")
@@ -67,7 +86,7 @@ def read_boot_config(sd_image: Path, workdir: Path) -> BootFiles:
     def load(what: str, entry: tuple[int, str], name: str) -> Path:
         line, path = entry
         target = workdir / name
-        error = _mcopy(part, _resolve(path), target)
+        error = copy_from_card(part, _resolve(path), target)
         if error is not None:
             raise BootConfigError(
                 f"extlinux.conf line {line}: {what} {path} not found on partition 1 ({error})"
@@ -79,7 +98,8 @@ def read_boot_config(sd_image: Path, workdir: Path) -> BootFiles:
     initrd = load("INITRD", label.initrd, "initrd") if label.initrd else None
     if label.initrd is None:
         (workdir / "initrd").unlink(missing_ok=True)
-    return BootFiles(kernel=kernel, dtb=dtb, initrd=initrd, append=label.append)
+    append = _VARIABLE.sub(lambda m: (variables or {}).get(m.group(1), ""), label.append)
+    return BootFiles(kernel=kernel, dtb=dtb, initrd=initrd, append=" ".join(append.split()))
 
 
 def _first_partition_offset(sd_image: Path) -> int:
@@ -110,7 +130,7 @@ def _mtools(argv: list[str]) -> subprocess.CompletedProcess[str]:
         raise BootConfigError(f"{argv[0]} (mtools) is not installed on the rack host") from None
 
 
-def _mcopy(part: str, src: PurePosixPath, dest: Path) -> str | None:
+def copy_from_card(part: str, src: PurePosixPath, dest: Path) -> str | None:
     """Copy one file out of the FAT partition; the error text if that failed."""
     tmp = dest.with_name(dest.name + ".part")
     tmp.unlink(missing_ok=True)
@@ -171,6 +191,15 @@ def _parse_extlinux(text: str) -> _Label:
     raise BootConfigError(f"extlinux.conf: DEFAULT {default} names no LABEL")
 
 
+def nic_device(model: BoardModel) -> dict[str, str]:
+    """The board's ``-device`` NIC as QMP's device_add takes it."""
+    if len(model.qemu_nic) != 2 or model.qemu_nic[0] != "-device":
+        raise ValueError(f"board {model.name}: only a -device NIC can be plugged later")
+    driver, *options = model.qemu_nic[1].split(",")
+    return {"driver": driver, "id": "nic0",
+            **dict(option.split("=", 1) for option in options)}
+
+
 def netdev_option(network_port: int | None) -> str:
     """The board's user-mode (slirp) network: nothing leaves the host's loopback."""
     # restrict=on: the guest reaches only slirp itself (its gateway answers pings) and the
@@ -187,12 +216,14 @@ def netdev_option(network_port: int | None) -> str:
 
 def qemu_command(
     model: BoardModel,
-    boot: BootFiles,
+    first_stage: FirstStage,
     sd_image: Path,
     serial_socket: Path,
     network_port: int | None = None,
+    qmp_socket: Path | None = None,
 ) -> list[str]:
-    """QEMU argv for the board; its console is a client of the rack's Unix socket.
+    """QEMU argv for the board, started at its U-Boot; its console is a client of the
+    rack's Unix socket.
 
     A board with a network gets one; network_port is the loopback port on the host that
     is forwarded to the board's stream port."""
@@ -215,20 +246,31 @@ def qemu_command(
             # -drive if=sd does not reach the i.MX6 uSDHC in QEMU 7.2; this lands on usdhc4
             "-drive", f"if=none,id=sd,file={sd_image},format=raw",
             "-device", "sd-card,drive=sd",
+            # U-Boot cannot read QEMU's uSDHC: it reads the same card as a USB disk
+            # (read-only, so that the two views never disagree); Linux uses the SD slot
+            "-drive", (f"if=none,id=card-for-uboot,file={sd_image},format=raw,readonly=on,"
+                       "file.locking=off"),
+            "-device", "usb-storage,drive=card-for-uboot,bus=usb-bus.1",
         ]  # fmt: skip
     elif model.qemu_machine == "raspi3b":
         argv += [
             # multi-threaded TCG (4 vCPUs on few host cores) boots slowly and times out
             "-accel", "tcg,thread=single",
+            # the console is the mini UART (ttyS1), QEMU's second serial port; the first
+            # is the PL011, which serves Bluetooth on a Pi 3
+            "-serial", "null",
             "-serial", "chardev:console",
             "-drive", f"if=sd,file={sd_image},format=raw",
         ]  # fmt: skip
     else:
         raise ValueError(f"no QEMU wiring for machine {model.qemu_machine!r}")
+    if qmp_socket is not None:
+        argv += ["-qmp", f"unix:{qmp_socket},server=on,wait=off"]
     if model.has_network:
-        argv += ["-netdev", netdev_option(network_port), *model.qemu_nic]
-    argv += ["-kernel", str(boot.kernel), "-dtb", str(boot.dtb)]
-    if boot.initrd is not None:
-        argv += ["-initrd", str(boot.initrd)]
-    argv += ["-append", " ".join([boot.append, *model.qemu_append])]
+        argv += ["-netdev", netdev_option(network_port)]
+        if not model.qemu_nic_at_kernel:
+            argv += list(model.qemu_nic)
+    argv += ["-kernel", str(first_stage.loader)]
+    if first_stage.dtb is not None:
+        argv += ["-dtb", str(first_stage.dtb)]
     return argv

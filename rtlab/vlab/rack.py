@@ -9,9 +9,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import attrs
-
 from rtlab.platform.boards import board_model
+from rtlab.util import paths
+from rtlab.vlab.bootrom import first_stage
 from rtlab.vlab.config import VirtualBoard
 from rtlab.vlab.faults import (
     WINDOW_FAULTS,
@@ -22,8 +22,10 @@ from rtlab.vlab.faults import (
     corrupt,
     window_fault_param,
 )
-from rtlab.vlab.qemu import BootConfigError, qemu_command, read_boot_config
+from rtlab.vlab.qemu import BootConfigError, nic_device, qemu_command
+from rtlab.vlab.qmp import QmpError, qmp_execute
 from rtlab.vlab.serial import SerialLine
+from rtlab.vlab.uboot import UBootConsole
 
 # QEMU SD cards must have a power-of-two size; a blank card of this size is what the slot
 # holds before anything was ever written.
@@ -32,6 +34,9 @@ MUX_MODES = ("dut", "host", "off")
 # a board that dies this soon after power-on failed to start rather than rebooted
 START_FAILURE_S = 2.0
 REBOOT_DELAY_S = 1.0
+# from power-on to "Starting kernel": U-Boot loads 40 MB from the card in about 10 s under
+# emulation; a loaded host takes longer
+UBOOT_DEADLINE_S = 120.0
 # what the host sees instead of the card while an sd-write-error fault is armed: every
 # write fails with ENOSPC, as on a card or mux that stopped taking data
 FAILING_CARD = Path("/dev/full")
@@ -71,6 +76,7 @@ class BoardSlot:
             self.log_dir / "console.log",
         )
         self.serial.socket_path.parent.mkdir(parents=True, exist_ok=True)
+        self.qmp_socket = state_dir / "sock" / f"{board.place}.qmp"
         self.powered = False
         self.mux_mode = "off"
         self.boots = 0
@@ -82,6 +88,7 @@ class BoardSlot:
         self._console_watch = ConsoleWatch()
         # kinds whose console text was seen and that wait for their delay
         self._console_pending: set[str] = set()
+        self._uboot: UBootConsole | None = None
         self.serial.on_output = self._console_output
         self._set_host_view(False)
 
@@ -157,8 +164,11 @@ class BoardSlot:
         return task
 
     def _console_output(self, data: bytes) -> None:
-        """Start the delay of each fault whose console text the board just printed; a
-        power-off cancels it, as it does the faults timed from power-on."""
+        """Drive U-Boot through this boot, and start the delay of each fault whose console
+        text the board just printed; a power-off cancels it, as it does the faults timed
+        from power-on."""
+        if self._uboot is not None:
+            self._uboot.feed(data)
         waiting = self.faults.waiting_for_console()
         seen = self._console_watch.seen(
             data, [fault.on_console for fault in waiting if fault.on_console is not None])
@@ -241,14 +251,22 @@ class BoardSlot:
                 self._bootloader("no SD card")
                 return
             try:
-                boot = await asyncio.to_thread(read_boot_config, self.card, self.boot_dir)
+                stage = await asyncio.to_thread(first_stage, self.model, self.card,
+                                                paths.debs_dir(), self.boot_dir)
             except BootConfigError as error:
-                # a real bootloader stops here and the board stays silent
+                # a real board's boot ROM or firmware stops here and the board stays silent
                 self._bootloader(str(error))
                 return
-            boot = attrs.evolve(boot, append=" ".join([boot.append, *self._boot_faults()]))
+            # what U-Boot adds to the card's command line for this boot: the rack's faults
+            # and what the emulator needs, never anything on the card
+            self._uboot = UBootConsole(
+                self.model.uboot, [*self.model.qemu_append, *self._boot_faults()],
+                self.serial.type_in, self._bootloader, self._kernel_started)
+            watch = self._later(UBOOT_DEADLINE_S, self._uboot.timed_out)
+            self.qmp_socket.unlink(missing_ok=True)
             cmd = qemu_command(
-                self.model, boot, self.card, self.serial.socket_path, self.board.network_port
+                self.model, stage, self.card, self.serial.socket_path, self.board.network_port,
+                self.qmp_socket,
             )
             self.boots += 1
             with (self.log_dir / "qemu.log").open("ab") as qemu_log:
@@ -261,6 +279,7 @@ class BoardSlot:
                 )
                 self.logger.info("booting: qemu pid %d", self._qemu.pid)
                 code = await self._qemu.wait()
+            watch.cancel()
             if not self.powered:
                 return
             if time.monotonic() - started < START_FAILURE_S:
@@ -269,6 +288,23 @@ class BoardSlot:
                 return
             self._bootloader("board reset")
             await asyncio.sleep(REBOOT_DELAY_S)
+
+    def _kernel_started(self) -> None:
+        if self.model.has_network and self.model.qemu_nic_at_kernel:
+            task = asyncio.create_task(self._plug_nic())
+            self._fault_tasks.add(task)
+            task.add_done_callback(self._fault_tasks.discard)
+
+    async def _plug_nic(self) -> None:
+        """The board's USB NIC, plugged now that U-Boot is done with the bus (see
+        BoardModel.qemu_nic_at_kernel); the kernel finds it when its USB host comes up."""
+        try:
+            await qmp_execute(self.qmp_socket, "device_add", **nic_device(self.model))
+        except QmpError as error:
+            self.logger.error("could not plug the network adapter: %s", error)
+            self._bootloader(f"the network adapter could not be plugged: {error}")
+        else:
+            self.logger.info("network adapter plugged")
 
     def _boot_faults(self) -> list[str]:
         """Kernel parameters by which the board's /init plays a fault armed for this
