@@ -108,10 +108,12 @@ QEMU_WIRING = {
         extra_options=("-smp 4", "-serial null", "-serial mon:stdio", "-no-reboot"),
         sdcard_arg="-drive if=none,id=sd,file={sdcard},format=raw -device sd-card,drive=sd"),
     # multi-threaded TCG (4 vCPUs on few host cores) boots slowly and times out; the board
-    # has no on-board NIC (the network scenarios do not run on LAVA anyway)
+    # has no on-board NIC (the network scenarios do not run on LAVA anyway); the console is
+    # the mini UART (ttyS1), QEMU's second serial port, as on the board's header pins
     "raspi3b": QemuWiring(
         arch="arm64", cpu="cortex-a53", nic="model=usb-net",
-        extra_options=("-accel tcg,thread=single", "-serial mon:stdio", "-no-reboot"),
+        extra_options=("-accel tcg,thread=single", "-serial null", "-serial mon:stdio",
+                       "-no-reboot"),
         sdcard_arg="-drive if=sd,file={sdcard},format=raw"),
 }
 

@@ -571,13 +571,16 @@ def test_lavacli_gets_the_token_in_a_private_file_never_on_its_command_line(monk
 
 
 def test_the_local_device_dictionary_follows_the_jobs_context():
-    source = qemu_source("console=ttyAMA0 quiet")
+    source = qemu_source("console=ttyS1,115200 quiet")
     job = load(render.render_job(plan_for("qemu-rpi3", cmdline=source.cmdline), source))
     device = load(local.device_dictionary(job))
     qemu = device["actions"]["boot"]["methods"]["qemu"]["parameters"]
     assert qemu["command"] == "qemu-system-aarch64"
     assert "-machine raspi3b" in qemu["options"] and "-cpu cortex-a53" in qemu["options"]
     assert "-accel tcg,thread=single" in qemu["extra"]
+    # the console (ttyS1, the mini UART) is QEMU's second serial port: the first goes nowhere
+    serials = [option for option in qemu["extra"] if option.startswith("-serial")]
+    assert serials == ["-serial null", "-serial mon:stdio"]
     with pytest.raises(ValueError, match="QEMU jobs only"):
         local.device_dictionary({"device_type": "imx6q-sabrelite"})
 
