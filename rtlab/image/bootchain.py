@@ -12,7 +12,6 @@ build, through the same apt as the rest of the image.
 from __future__ import annotations
 
 import shutil
-import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -56,12 +55,11 @@ _UNSAFE_IN_BOOTARGS = set("\"'$;\\`\n")
 
 
 def fetch_pinned(deb: PinnedDeb, cache_dir: Path, progress: Callable[[str], None]) -> Path:
-    """The unpacked archive (cached): downloaded once, SHA-256 checked every time it is
-    unpacked anew."""
-    root = cache_dir / "unpacked" / deb.file_name.removesuffix(".deb")
-    if root.is_dir():
-        return root
+    """The unpacked archive (cached): downloaded once, its SHA-256 checked before it is
+    unpacked."""
     archive = cache_dir / deb.file_name
+    if (cache_dir / "unpacked" / archive.name.removesuffix(".deb")).is_dir():
+        return debian.unpack(archive, cache_dir)
     if not archive.is_file() or debian.sha256_file(archive) != deb.sha256:
         cache_dir.mkdir(parents=True, exist_ok=True)
         progress(f"downloading {deb.url}")
@@ -78,16 +76,10 @@ def fetch_pinned(deb: PinnedDeb, cache_dir: Path, progress: Callable[[str], None
             raise ImageError(f"{deb.url}: SHA-256 {actual}, rtlab.image.bootchain pins "
                              f"{deb.sha256}")
         part.replace(archive)
-    root.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
     try:
-        run(["dpkg-deb", "-x", str(archive), str(tmp)])
-        tmp.rename(root)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if not root.is_dir():
-            raise
-    return root
+        return debian.unpack(archive, cache_dir)
+    except debian.DebianError as error:
+        raise ImageError(f"{archive}: {error}") from error
 
 
 def check_bootargs(append: str) -> None:

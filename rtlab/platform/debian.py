@@ -266,24 +266,29 @@ class Apt:
         return cand.sha256 is None or sha256_file(deb) == cand.sha256
 
     def _unpack(self, deb: Path) -> Path:
-        root = self.cache_dir / "unpacked" / deb.name.removesuffix(".deb")
-        if root.is_dir():
-            return root
-        root.parent.mkdir(parents=True, exist_ok=True)
-        # Unpack beside the final name and rename, so an interrupted run leaves no half tree.
-        tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
-        try:
-            _run(["dpkg-deb", "-x", str(deb), str(tmp)])
-            tmp.rename(root)
-        except OSError:
-            shutil.rmtree(tmp, ignore_errors=True)
-            if not root.is_dir():
-                raise
-            # another build unpacked the same archive meanwhile: theirs is as good
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+        return unpack(deb, self.cache_dir)
+
+
+def unpack(deb: Path, cache_dir: Path) -> Path:
+    """The archive's contents under cache_dir/unpacked/ (unpacked once, then reused)."""
+    root = cache_dir / "unpacked" / deb.name.removesuffix(".deb")
+    if root.is_dir():
         return root
+    root.parent.mkdir(parents=True, exist_ok=True)
+    # Unpack beside the final name and rename, so an interrupted run leaves no half tree.
+    tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
+    try:
+        _run(["dpkg-deb", "-x", str(deb), str(tmp)])
+        tmp.rename(root)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not root.is_dir():
+            raise
+        # another build unpacked the same archive meanwhile: theirs is as good
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return root
 
 
 def _parse_stanza(stanza: str) -> dict[str, str]:
