@@ -1,8 +1,9 @@
 """``rtlab env check`` (environment and exporter files, and the other files of env/ by
-the package that owns each) and ``rtlab reservation release`` (the after_script of a CI
-test job)."""
+the package that owns each), ``rtlab reservation release`` (the after_script of a CI
+test job) and ``rtlab ssh setup`` (the before_script of a job that reaches the exporters)."""
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -47,6 +48,19 @@ def _release_command(args: argparse.Namespace) -> int:
     return worst
 
 
+def _ssh_setup(args: argparse.Namespace) -> int:
+    from rtlab.lab import sshsetup
+
+    home = Path(args.home) if args.home else sshsetup.ssh_home()
+    written = sshsetup.setup(os.environ, home)
+    if written is None:
+        print(f"rtlab ssh setup: none of {', '.join(sshsetup.VARIABLES)} is set: nothing "
+              "written (this user's own ssh configuration serves)")
+        return 0
+    print("\n".join(sshsetup.describe(written)))
+    return 0
+
+
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     env = sub.add_parser("env", help="check labgrid environment and exporter files")
     env.add_argument("action", choices=["check"])
@@ -64,3 +78,12 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     release_parser.add_argument("--coordinator",
                                 help="coordinator (default: the one in the file)")
     release_parser.set_defaults(func=_release_command)
+
+    ssh = sub.add_parser("ssh", help="the SSH labgrid uses to reach the lab's exporters")
+    ssh.add_argument("action", choices=["setup"],
+                     help="setup: write the exporters' key, host keys and settings "
+                          "(RTLAB_EXPORTER_SSH_KEY, RTLAB_EXPORTER_KNOWN_HOSTS, "
+                          "RTLAB_EXPORTER_SSH_CONFIG, read from the environment) to ~/.ssh")
+    ssh.add_argument("--home", help="the home whose .ssh to write (default: this user's, "
+                                    "where ssh reads it)")
+    ssh.set_defaults(func=_ssh_setup)
