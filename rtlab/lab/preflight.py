@@ -1,7 +1,9 @@
 """The lab half of ``rtlab lab doctor``: does the coordinator answer, with labgrid's
 version; does every place of each board type have what its environment file's drivers
 bind (power, serial console, SD mux, storage) matched, available, from a connected
-exporter; its tags; and the tools those drivers run on the exporter hosts.
+exporter; its tags; does labgrid's SSH reach every exporter host of a remote USB resource
+(with rsync there where an image is copied to it); and the tools those drivers run on the
+exporter hosts.
 
 What a place needs is read from the environment file the runs use (``RTLAB_ENV``), not
 from a list of rtlab's: each driver's labgrid ``bindings`` name the resource classes it
@@ -15,9 +17,10 @@ import contextlib
 import logging
 import os
 import shlex
+import shutil
 import socket
 import subprocess
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +45,9 @@ DRIVER_TOOLS: Mapping[str, tuple[str, ...]] = {
 NETWORK_TAGS = ("net_ping", "net_stream")
 CONNECT_TIMEOUT_S = 10.0
 SSH_TIMEOUT_S = 20.0
+# the doctor's own bound on an SSH connection: labgrid waits LG_SSH_CONNECT_TIMEOUT (30 s)
+SSH_CONNECT_TIMEOUT_S = 10
+SSH_DOCS = "docs/lab.md, SSH from runner to exporter"
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
 
 
@@ -420,9 +426,13 @@ def _is_local(host: str) -> bool:
 
 
 def tool_findings(lab: LabView, needs: Needs, boards: Sequence[str],
-                  runner: Runner = run_on_host) -> list[Finding]:
+                  runner: Runner = run_on_host,
+                  skip_hosts: Collection[str] = ()) -> list[Finding]:
     """The programs the drivers run, where they run them: on the exporter host of a
-    Network* resource, here for the others (the virtual rack's card is a file here)."""
+    Network* resource, here for the others (the virtual rack's card is a file here).
+    ``skip_hosts``: hosts SSH does not reach (ssh_findings said so once; asking again
+    would wait for the same failure per tool)."""
+    from labgrid.driver.exception import ExecutionError
     hosts: dict[str, set[tuple[str, str, str]]] = {}
     for place in lab.places:
         if place.tags.get("board") not in boards:
@@ -437,13 +447,16 @@ def tool_findings(lab: LabView, needs: Needs, boards: Sequence[str],
             hosts.setdefault(host, set()).add((driver, tool, path))
     found = []
     for host, tools in sorted(hosts.items()):
+        if host in skip_hosts:
+            continue
         for driver, tool, path in sorted(tools):
             where = "this machine" if _is_local(host) else host
             try:
                 proc = runner(host, ["sh", "-c", f"command -v {shlex.quote(path)}"])
                 missing = proc.returncode != 0
                 detail = (proc.stderr or "").strip()
-            except (OSError, subprocess.TimeoutExpired) as failure:
+            # labgrid's sshmanager raises its ExecutionError when it cannot connect
+            except (OSError, subprocess.TimeoutExpired, ExecutionError) as failure:
                 missing, detail = True, str(failure)
             if missing:
                 found.append(error(
@@ -460,3 +473,186 @@ def tool_findings(lab: LabView, needs: Needs, boards: Sequence[str],
 def _package(tool: str) -> str:
     return {"bmaptool": "apt install bmap-tools", "usbsdmux": "pip install usbsdmux",
             "sd-mux-ctrl": "apt install sd-mux-ctrl"}.get(tool, tool)
+
+
+# --- SSH to the exporter hosts ------------------------------------------------------------------
+
+SshRunner = Callable[[str, str], subprocess.CompletedProcess[str]]
+
+
+def labgrid_ssh_options() -> list[str]:
+    """The options labgrid gives every ssh it starts (its SSHConnection's base arguments,
+    and the host key checking of its control master), and BatchMode: what labgrid would
+    ask for (a password, an unknown host key) fails here with ssh's reason instead."""
+    return ["-x", "-o", "LogLevel=ERROR", "-o", "PasswordAuthentication=no",
+            "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes",
+            "-o", f"ConnectTimeout={SSH_CONNECT_TIMEOUT_S}"]
+
+
+def ssh_run(host: str, command: str) -> subprocess.CompletedProcess[str]:
+    """``command`` on ``host`` with the ssh client and ssh configuration labgrid's
+    sshmanager uses (ssh on PATH, ~/.ssh/config and /etc/ssh/ssh_config: Port, User,
+    IdentityFile, known hosts)."""
+    return subprocess.run(["ssh", *labgrid_ssh_options(), host, command],
+                          capture_output=True, text=True, check=False,
+                          stdin=subprocess.DEVNULL, timeout=SSH_TIMEOUT_S)
+
+
+@attr.frozen
+class SshSettings:
+    """What ssh makes of a host name (``ssh -G``): the address, port and user it would
+    connect to, for a finding a person can act on."""
+
+    hostname: str
+    port: str
+    user: str
+
+    def __str__(self) -> str:
+        return f"{self.user}@{self.hostname} port {self.port}"
+
+
+def ssh_settings(host: str) -> SshSettings | None:
+    """``ssh -G``: the settings ssh's configuration gives ``host``, without connecting
+    (None: ssh could not say)."""
+    try:
+        proc = subprocess.run(["ssh", "-G", host], capture_output=True, text=True,
+                              check=False, stdin=subprocess.DEVNULL, timeout=SSH_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if proc.returncode != 0:
+        return None
+    values: dict[str, str] = {}
+    for line in proc.stdout.splitlines():
+        key, _, value = line.partition(" ")
+        values.setdefault(key.lower(), value.strip())
+    if not {"hostname", "port", "user"} <= values.keys():
+        return None
+    return SshSettings(values["hostname"], values["port"], values["user"])
+
+
+@attr.frozen
+class RemoteHost:
+    """An exporter host labgrid's drivers reach over SSH, and why: the remote USB
+    resources of the places that live there (``storage``: one of them takes an image,
+    which labgrid copies there with rsync)."""
+
+    host: str
+    resources: tuple[str, ...]
+    storage: bool
+
+
+def remote_usb_hosts(lab: LabView, boards: Sequence[str]) -> list[RemoteHost]:
+    """The hosts of the remote USB resources (labgrid's RemoteUSBResource: an SD mux, a
+    card reader, a USB device on an exporter) matched by the places of ``boards``, as
+    labgrid's NetworkResource connects to them: the resource's host, or its exporter's
+    proxy where the exporter says one is required."""
+    import labgrid.resource  # noqa: F401 - registers labgrid's resource classes
+    from labgrid.driver.usbstoragedriver import USBStorageDriver
+    from labgrid.factory import target_factory
+    from labgrid.resource.remote import RemoteUSBResource
+
+    storage_classes = set(USBStorageDriver.bindings["storage"])
+    hosts: dict[str, tuple[set[str], list[bool]]] = {}
+    for place in lab.places:
+        if place.tags.get("board") not in boards:
+            continue
+        for resource in place.matched:
+            cls = target_factory.resources.get(resource.cls)
+            if cls is None or not issubclass(cls, RemoteUSBResource):
+                continue
+            extra = resource.params.get("extra") or {}
+            host = str(extra.get("proxy") if extra.get("proxy_required")
+                       else resource.params.get("host") or "")
+            if not host:
+                continue
+            paths, storage = hosts.setdefault(host, (set(), [False]))
+            paths.add(resource.path)
+            storage[0] = storage[0] or resource.cls in storage_classes
+    return [RemoteHost(host, tuple(sorted(paths)), storage[0])
+            for host, (paths, storage) in sorted(hosts.items())]
+
+
+def ssh_findings(lab: LabView, boards: Sequence[str], run: SshRunner = ssh_run,
+                 settings: Callable[[str], SshSettings | None] = ssh_settings
+                 ) -> list[Finding]:
+    """Does labgrid's SSH reach every exporter host of the places' remote USB resources
+    (the SD mux's usbsdmux, the card's bmaptool run there), with the key and host key
+    this machine has? Where an image is copied (a storage resource), is rsync on both
+    ends (labgrid's ManagedFile copies with it)? One finding per host."""
+    found: list[Finding] = []
+    remote = remote_usb_hosts(lab, boards)
+    if not remote:
+        return found
+    if shutil.which("ssh") is None:
+        return [error("ssh", "this machine", "no ssh client: labgrid reaches the exporter "
+                      f"host(s) {', '.join(r.host for r in remote)} with it",
+                      "apt install openssh-client (docker/ci's image has it)")]
+    if any(r.storage for r in remote) and shutil.which("rsync") is None:
+        found.append(error("rsync", "this machine", "no rsync: labgrid copies an image "
+                           "to the exporter host with it before writing the card",
+                           "apt install rsync (docker/ci's image has it)"))
+    for target in remote:
+        found += _host_ssh_findings(target, run, settings)
+    return found
+
+
+def unreachable(found: Sequence[Finding]) -> set[str]:
+    """The hosts ``ssh_findings`` could not reach."""
+    return {f.subject for f in found if f.check == "ssh" and f.status == "error"}
+
+
+def _host_ssh_findings(target: RemoteHost, run: SshRunner,
+                       settings: Callable[[str], SshSettings | None]) -> list[Finding]:
+    host = target.host
+    seen = settings(host)
+    where = str(seen) if seen is not None else "the settings ssh -G could not tell"
+    first = target.resources[0] + (f" and {len(target.resources) - 1} more"
+                                   if len(target.resources) > 1 else "")
+    try:
+        proc = run(host, "true")
+        failed, reason = proc.returncode != 0, _ssh_reason(proc.stderr)
+    except subprocess.TimeoutExpired:
+        failed, reason = True, f"no answer within {SSH_TIMEOUT_S:g} s"
+    except OSError as failure:
+        failed, reason = True, str(failure)
+    if failed:
+        return [error("ssh", host, f"labgrid's ssh to {host} ({where}) fails: {reason} "
+                      f"({first} need it)", _ssh_fix(host, seen, reason))]
+    found = [ok("ssh", host, f"labgrid's ssh reaches {where}")]
+    if target.storage:
+        try:
+            proc = run(host, "command -v rsync")
+            missing = proc.returncode != 0
+        except (OSError, subprocess.TimeoutExpired):
+            missing = True
+        if missing:
+            found.append(error("rsync", host, f"no rsync on {host}: labgrid copies the "
+                               f"image there with it before writing the card ({first})",
+                               "install rsync on the exporter host (docker/exporter's "
+                               "image has it)"))
+        else:
+            found.append(ok("rsync", host, f"rsync at {proc.stdout.strip() or 'rsync'}"))
+    return found
+
+
+def _ssh_reason(stderr: str | None) -> str:
+    lines = [line.strip() for line in (stderr or "").splitlines() if line.strip()]
+    return lines[-1] if lines else "ssh exited without saying why"
+
+
+def _ssh_fix(host: str, seen: SshSettings | None, reason: str) -> str:
+    port = seen.port if seen is not None else "2222"
+    name = seen.hostname if seen is not None else host
+    lowered = reason.lower()
+    if "host key verification failed" in lowered or "host key" in lowered:
+        return (f"add the exporter's host key, checked with its admin (ssh-keyscan -p {port} "
+                f"{name}), to RTLAB_EXPORTER_KNOWN_HOSTS and run rtlab ssh setup "
+                f"({SSH_DOCS})")
+    if "permission denied" in lowered:
+        return ("put the public half of RTLAB_EXPORTER_SSH_KEY into the exporter's "
+                "authorized_keys (docker/exporter: /home/labgrid/.ssh/authorized_keys) and "
+                "check the User in RTLAB_EXPORTER_SSH_CONFIG (labgrid for docker/exporter's "
+                f"image); then rtlab ssh setup ({SSH_DOCS})")
+    return (f"check that the exporter's sshd answers on {name} port {port} (docker/exporter's "
+            f"image: port 2222) and that RTLAB_EXPORTER_SSH_CONFIG has a Host {host} with "
+            f"its HostName, Port and User; then rtlab ssh setup ({SSH_DOCS})")

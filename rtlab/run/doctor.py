@@ -1,11 +1,12 @@
 """``rtlab lab doctor``: everything a pipeline needs of a lab, checked before a pipeline
 finds it missing, each problem with its fix.
 
-The lab (coordinator, places, resources, exporters, tags, tools: rtlab.lab.preflight),
-the results database (reachable, its schema at this rtlab's revision), the gate (every
-board type on the coordinator has limits for every flavour, scenario and interval of the
-suite; provisional ones named) and, in a pipeline, the variables its jobs read. Nothing
-is changed: no place acquired, no database migrated or created.
+The lab (coordinator, places, resources, exporters, tags, SSH to the exporter hosts,
+tools: rtlab.lab.preflight), the results database (reachable, its schema at this rtlab's
+revision), the gate (every board type on the coordinator has limits for every flavour,
+scenario and interval of the suite; provisional ones named) and, in a pipeline, the
+variables its jobs read. Nothing is changed: no place acquired, no database migrated or
+created.
 """
 
 import os
@@ -94,7 +95,12 @@ def diagnose(options: DoctorOptions) -> list[Finding]:
                                    "labgrid-client -p <place> set-tags board=<board type>"))
         if needs is not None:
             found += preflight.places_findings(lab, needs, boards, network)
-            found += preflight.tool_findings(lab, needs, boards)
+        reach = preflight.ssh_findings(lab, boards)
+        found += reach
+        if needs is not None:
+            # looked for over SSH, on the hosts it reaches
+            found += preflight.tool_findings(lab, needs, boards,
+                                             skip_hosts=preflight.unreachable(reach))
     found += database_findings(options.db_url)
     found += gate_findings(options.thresholds, suite, boards)
     if options.pipeline is not None:
