@@ -22,6 +22,7 @@ and never printed. Without any of them nothing is written: the runner's own ``~/
 import os
 import pwd
 import re
+import stat
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
@@ -123,9 +124,10 @@ def setup(environ: Mapping[str, str], home: Path) -> Written | None:
 
     ssh_dir = home / ".ssh"
     folder = ssh_dir / FOLDER
-    for directory in (ssh_dir, folder):
-        directory.mkdir(mode=0o700, exist_ok=True)
-        directory.chmod(0o700)
+    # a ~/.ssh that exists keeps its mode; the folder with the key is ours
+    ssh_dir.mkdir(mode=0o700, exist_ok=True)
+    folder.mkdir(mode=0o700, exist_ok=True)
+    folder.chmod(0o700)
     _write(folder / "id", key, 0o600)
     _write(folder / "known_hosts", known, 0o644)
     config = folder / "config"
@@ -151,7 +153,8 @@ def _include(user_config: Path, config: Path) -> None:
     existing = user_config.read_text() if user_config.exists() else ""
     if include in existing.splitlines():
         return
-    _write(user_config, f"{MARK}\n{include}\n" + existing, 0o600)
+    mode = stat.S_IMODE(user_config.stat().st_mode) if user_config.exists() else 0o600
+    _write(user_config, f"{MARK}\n{include}\n" + existing, mode)
 
 
 def describe(written: Written) -> list[str]:

@@ -284,12 +284,17 @@ def test_plain_variables_work_too(tmp_path, key, file_variables):
 
 
 def test_a_users_own_config_stays_below_the_include_written_once(tmp_path, file_variables):
-    (tmp_path / ".ssh").mkdir(mode=0o700)
+    (tmp_path / ".ssh").mkdir()
+    (tmp_path / ".ssh").chmod(0o755)
     own = "Host git.example.com\n  User git\n"
     (tmp_path / ".ssh" / "config").write_text(own)
+    (tmp_path / ".ssh" / "config").chmod(0o644)
     sshsetup.setup(file_variables, tmp_path)
     sshsetup.setup(file_variables, tmp_path)
     text = (tmp_path / ".ssh" / "config").read_text()
+    # the user's files keep their modes
+    assert stat.S_IMODE((tmp_path / ".ssh").stat().st_mode) == 0o755
+    assert stat.S_IMODE((tmp_path / ".ssh" / "config").stat().st_mode) == 0o644
     # first, so that it is no part of the user's Host block; once, however often it runs
     assert text.splitlines()[1].startswith("Include ") and text.count("Include ") == 1
     assert text.endswith(own)
