@@ -9,14 +9,13 @@ own templates and code, not for the job alone.
 """
 
 import json
-import subprocess
 from pathlib import Path
 
 import attr
 from ruamel.yaml import YAML
 
 from rtlab.lava.render import bootargs_of
-from rtlab.lava.validate import PYTHON_VARIABLE, LavaUnavailable, lava_python
+from rtlab.lava.validate import LavaUnavailable, run_on_lava_python
 
 DEVICE_RENDER = Path(__file__).with_name("device_render.py")
 
@@ -74,21 +73,8 @@ def boot_on_device(job_text: str, *, dictionary: str = "",
         raise ValueError("the job names no device_type")
     request = json.dumps({"device_type": device_type, "dictionary": dictionary,
                           "job": job_text, "commands": commands})
-    python = lava_python()
-    try:
-        proc = subprocess.run([python, str(DEVICE_RENDER)], input=request, text=True,
-                              capture_output=True, check=False, timeout=120)
-    except FileNotFoundError:
-        raise LavaUnavailable(f"{python} does not exist: LAVA's device types need the "
-                              "system's python3 with Debian's lava-server and lava-dispatcher "
-                              f"(scripts/bootstrap.sh lava-server; {PYTHON_VARIABLE} names "
-                              "another)") from None
-    try:
-        answer = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        raise RuntimeError(f"{DEVICE_RENDER.name} under {python} failed (exit "
-                           f"{proc.returncode}): {(proc.stderr or proc.stdout).strip()[-800:]}"
-                           ) from None
+    answer = run_on_lava_python(DEVICE_RENDER, request,
+                                "LAVA's device types (lava-server, lava-dispatcher)")
     if "unavailable" in answer:
         raise LavaUnavailable(f"LAVA's device type {device_type} cannot be rendered here: "
                               f"{answer['unavailable']} (scripts/bootstrap.sh lava-server)")

@@ -181,23 +181,30 @@ def line_of(doc: Any, path: Iterable[str]) -> int:  # noqa: ANN401 - YAML
     return line
 
 
+def run_on_lava_python(script: Path, payload: str, needs: str) -> Any:  # noqa: ANN401 - JSON
+    """``script`` run by the system python that has Debian's LAVA packages (they are no
+    PyPI packages), ``payload`` on its standard input; its JSON answer. ``needs``: what
+    the script needs of LAVA, for the error when that python is missing."""
+    python = lava_python()
+    try:
+        proc = subprocess.run([python, str(script)], input=payload, text=True,
+                              capture_output=True, check=False, timeout=120)
+    except FileNotFoundError:
+        raise LavaUnavailable(f"{python} does not exist: {needs} needs the system's python3 "
+                              f"with Debian's LAVA packages (scripts/bootstrap.sh; "
+                              f"{PYTHON_VARIABLE} names another)") from None
+    try:
+        return json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        raise RuntimeError(f"{script.name} under {python} failed (exit "
+                           f"{proc.returncode}): {(proc.stderr or proc.stdout).strip()[-800:]}"
+                           ) from None
+
+
 def schema_errors(docs: Sequence[tuple[str, Any]]) -> list[dict[str, Any] | None]:
     """LAVA's verdict on each (name, job): None or {"msg", "path"}."""
     payload = json.dumps([{"name": name, "job": _plain(doc)} for name, doc in docs])
-    python = lava_python()
-    try:
-        proc = subprocess.run([python, str(SCHEMA_CHECK)], input=payload, text=True,
-                              capture_output=True, check=False, timeout=120)
-    except FileNotFoundError:
-        raise LavaUnavailable(f"{python} does not exist: LAVA's schema needs the system's "
-                              f"python3 with Debian's lava-common (scripts/bootstrap.sh "
-                              f"packages; {PYTHON_VARIABLE} names another)") from None
-    try:
-        answer = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        raise RuntimeError(f"{SCHEMA_CHECK.name} under {python} failed (exit "
-                           f"{proc.returncode}): {(proc.stderr or proc.stdout).strip()[-500:]}"
-                           ) from None
+    answer = run_on_lava_python(SCHEMA_CHECK, payload, "LAVA's job schema (lava-common)")
     if isinstance(answer, dict) and "unavailable" in answer:
         raise LavaUnavailable(f"LAVA's job schema is not importable: {answer['unavailable']} "
                               "(install Debian's lava-common: scripts/bootstrap.sh packages)")

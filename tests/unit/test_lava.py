@@ -13,6 +13,7 @@ import re
 import shutil
 import stat
 import subprocess
+import sys
 import tarfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -715,3 +716,17 @@ def test_a_breach_in_a_void_window_fails_with_the_void_beside_it(tmp_path, monke
     high = judge(LOG.read_text(), gate(tmp_path, 10_000_000))["cpu50/1000us"]
     assert high["verdict"] == "error" and "judged" not in high
     assert high["message"].startswith("the run is not what it claims")
+
+
+def test_the_system_python_for_lava_missing_or_failing_is_a_clear_error(tmp_path,
+                                                                        monkeypatch):
+    monkeypatch.setenv("RTLAB_LAVA_PYTHON", str(tmp_path / "no-python"))
+    with pytest.raises(validate.LavaUnavailable,
+                       match=r"no-python does not exist: LAVA's job schema"):
+        validate.schema_errors([("job", {})])
+    monkeypatch.setenv("RTLAB_LAVA_PYTHON", sys.executable)
+    script = tmp_path / "broken.py"
+    script.write_text("import sys\nprint('Traceback: no lava here', file=sys.stderr)\n"
+                      "sys.exit(3)\n")
+    with pytest.raises(RuntimeError, match=r"broken.py under .* failed \(exit 3\): Traceback"):
+        validate.run_on_lava_python(script, "{}", "a test")
