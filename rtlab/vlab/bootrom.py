@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import functools
 import struct
 from pathlib import Path, PurePosixPath
 
@@ -101,21 +102,31 @@ def read_config_txt(text: str) -> dict[str, str]:
 
 def spi_flash_uboot(model: BoardModel, cache_dir: Path, workdir: Path) -> FirstStage:
     """The board's U-Boot where it lives in the board's own flash: Debian's build of it,
-    as a file QEMU's -kernel starts (cached beside the package)."""
-    apt = debian.Apt(model.arch, cache_dir, progress=lambda _message: None)
-    try:
-        package = apt.fetch(model.uboot.package)
-    except debian.DebianError as error:
-        raise BootConfigError(f"the board's U-Boot ({model.uboot.package}) is not at hand: "
-                              f"{error}") from error
-    image = package.root / model.uboot.path
+    as a file QEMU's -kernel starts (rewritten only when the package's image changed)."""
+    image = _debian_file(model.arch, model.uboot.package, model.uboot.path, cache_dir)
+    elf = imx_image_as_elf(image.read_bytes(), image)
     target = workdir / "u-boot.elf"
-    if not target.is_file() or target.stat().st_mtime < image.stat().st_mtime:
+    if not target.is_file() or target.read_bytes() != elf:
         workdir.mkdir(parents=True, exist_ok=True)
         part = target.with_name(target.name + ".part")
-        part.write_bytes(imx_image_as_elf(image.read_bytes(), image))
+        part.write_bytes(elf)
         part.replace(target)
     return FirstStage(loader=target)
+
+
+@functools.cache
+def _debian_file(arch: str, package: str, path: str, cache_dir: Path) -> Path:
+    """A file of a Debian package, looked up with apt once per rack process (each
+    apt-cache run costs seconds; a boot should not)."""
+    try:
+        unpacked = debian.Apt(arch, cache_dir, progress=lambda _message: None).fetch(package)
+    except debian.DebianError as error:
+        raise BootConfigError(f"the board's U-Boot ({package}) is not at hand: "
+                              f"{error}") from error
+    found = unpacked.root / path
+    if not found.is_file():
+        raise BootConfigError(f"{package} {unpacked.version} ships no {path}")
+    return found
 
 
 def imx_image_as_elf(data: bytes, path: Path) -> bytes:

@@ -92,3 +92,17 @@ def test_a_file_that_is_no_imx_boot_image_is_refused():
         imx_image_as_elf(b"\x7fELF" + bytes(0x2000), Path("u-boot.elf"))
     with pytest.raises(BootConfigError, match="not at the payload"):
         imx_image_as_elf(imx_image(0x17800100, 0x177FF400, b"x" * 64), Path("u.imx"))
+
+
+def test_the_spi_flash_u_boot_follows_the_package_s_image(tmp_path, monkeypatch):
+    from rtlab.vlab import bootrom
+    image = tmp_path / "u-boot-dtb.imx"
+    monkeypatch.setattr(bootrom, "_debian_file", lambda *_args: image)
+    model = BOARD_MODELS["imx6q"]
+    image.write_bytes(imx_image(0x17800000, 0x177FF400, b"old U-Boot" * 8))
+    first = bootrom.spi_flash_uboot(model, tmp_path / "debs", tmp_path / "w").loader
+    assert first.read_bytes().endswith(b"old U-Boot")
+    # a newer package: the ELF the rack starts is the new one (not kept for its mtime)
+    image.write_bytes(imx_image(0x17800000, 0x177FF400, b"new U-Boot" * 8))
+    second = bootrom.spi_flash_uboot(model, tmp_path / "debs", tmp_path / "w").loader
+    assert second == first and second.read_bytes().endswith(b"new U-Boot")
